@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what is missing, checks types, lint and formatting, then runs the whole suite.
+# Exits non-zero when anything fails. The e2e tests need root.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+say() { printf 'test: %s\n' "$*"; }
+die() {
+  printf 'test: error: %s\n' "$*" >&2
+  exit 1
+}
+
+bash scripts/setup.sh
+
+say "npm run check (tsc, eslint, prettier)"
+npm run check
+
+[[ -d dist/test ]] || die "dist/test does not exist: the build produced no tests"
+mapfile -t tests < <(find dist/test -name '*.test.js' | sort)
+((${#tests[@]} > 0)) || die "no *.test.js files under dist/test"
+
+[[ $(id -u) -eq 0 ]] || say "warning: not root; tests that need root will fail"
+say "running ${#tests[@]} test files"
+# Node 20 does not expand globs itself, hence the explicit file list. One file at a time: the e2e
+# tests share host resources (socket, netns dir, CNI network).
+exec node --test --test-reporter=spec --test-concurrency=1 "${tests[@]}"

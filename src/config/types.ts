@@ -1,0 +1,25 @@
+export type CgroupDriver = 'cgroupfs' | 'systemd';
+export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
+
+/** The daemon's whole configuration, after defaults, config file and flags are merged and checked. */
+export interface BerthConfig {
+  /** Path of the CRI unix socket (no `unix://` prefix). */
+  socket: string;
+  /** Persistent state: SQLite database, sandbox dirs, infra rootfs. */
+  rootDir: string;
+  /** Volatile state on tmpfs: boot marker, runc state. Emptied by a reboot. */
+  stateDir: string;
+  cniConfDir: string;
+  cniBinDirs: string[];
+  netnsDir: string;
+  /** Path or name of the OCI runtime binary (runc). */
+  runtime: string;
+  cgroupDriver: CgroupDriver;
+  logLevel: LogLevel;
+  /** Deadline for each CNI plugin exec. */
+  cniTimeoutMs: number;
+  /** Deadline for each runc exec. */
+  runtimeTimeoutMs: number;
+  /** Grace period between SIGTERM and SIGKILL when stopping a pod's infra process. */
+  stopGraceMs: number;
+}
