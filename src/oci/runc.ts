@@ -1,0 +1,178 @@
+/**
+ * A thin client of the runc binary. Every call names berth's own `--root`, so berth only ever
+ * sees and touches its own containers.
+ */
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { AlreadyExistsError, BerthError, ExecError } from '../errors.js';
+import { run, type ExecOptions } from '../exec.js';
+
+export interface RuncOptions {
+  /** Path or name of the runc binary. */
+  binary: string;
+  /** runc's state directory; keep it on tmpfs so a reboot forgets dead containers. */
+  root: string;
+  systemdCgroup: boolean;
+  /** Deadline for each runc invocation. */
+  timeoutMs: number;
+}
+
+export type ContainerStatus = 'creating' | 'created' | 'running' | 'paused' | 'stopped';
+
+export interface ContainerState {
+  id: string;
+  /** 0 once the container has stopped. */
+  pid: number;
+  status: ContainerStatus;
+  bundle: string;
+}
+
+/** runc's JSON log of the last create, kept in the bundle like containerd's shim does. */
+export const CREATE_LOG = 'log.json';
+
+/** runc's answer said something we could not understand (version skew, not a runtime failure). */
+export class RuncOutputError extends BerthError {
+  override name = 'RuncOutputError';
+}
+
+const STATUSES: readonly ContainerStatus[] = ['creating', 'created', 'running', 'paused', 'stopped'];
+
+export class Runc {
+  constructor(private readonly opts: RuncOptions) {}
+
+  /**
+   * `runc create`: sets the container up, leaving its init waiting for start. Returns the init's
+   * host pid. The container inherits runc's stdio, so runc gets /dev/null, not our pipes (see
+   * ExecOptions.output), and the infra container's output is discarded. runc's error text
+   * is read back from its JSON log, which also carries what the container's init said when it
+   * failed (e.g. "nsexec: failed to update /proc/self/oom_score_adj"), absent from plain stderr.
+   * On failure no half-made container is left behind.
+   */
+  async create(id: string, bundleDir: string, pidFile: string): Promise<number> {
+    // Checked first so the cleanup below can never delete somebody else's container of that id.
+    if ((await this.state(id)) !== null) throw new AlreadyExistsError(`container "${id}" already exists`);
+    const logPath = join(bundleDir, CREATE_LOG);
+    await writeFile(logPath, '');
+    try {
+      const args = ['--log', logPath, '--log-format', 'json', 'create', '--bundle', bundleDir];
+      await this.exec([...args, '--pid-file', pidFile, id], 'ignore');
+    } catch (err) {
+      await this.delete(id, { force: true }).catch(() => undefined);
+      throw await withLoggedReason(err, logPath);
+    }
+    return readPidFile(pidFile);
+  }
+
+  /** `runc start`: lets the created container's init exec its process. */
+  async start(id: string): Promise<void> {
+    await this.exec(['start', id]);
+  }
+
+  /** The container's state, or null when runc does not know it. */
+  async state(id: string): Promise<ContainerState | null> {
+    try {
+      const { stdout } = await this.exec(['state', id]);
+      return parseState(JSON.parse(stdout));
+    } catch (err) {
+      if (isNotExist(err)) return null;
+      throw err;
+    }
+  }
+
+  /**
+   * Sends `signal` (e.g. 'SIGTERM', 'KILL', '9') to the init, or with `all` to every process in
+   * the container's cgroup. A container that is gone or already stopped counts as done.
+   */
+  async kill(id: string, signal: string, all = false): Promise<void> {
+    try {
+      await this.exec(all ? ['kill', '--all', id, signal] : ['kill', id, signal]);
+    } catch (err) {
+      // runc's words for these cases vary between versions; asking for the state does not.
+      const st = await this.state(id);
+      if (st === null || st.status === 'stopped') return;
+      throw err;
+    }
+  }
+
+  /** `runc delete`; `force` also kills a running container. A missing container counts as done. */
+  async delete(id: string, o: { force?: boolean } = {}): Promise<void> {
+    try {
+      await this.exec(o.force ? ['delete', '--force', id] : ['delete', id]);
+    } catch (err) {
+      if (isNotExist(err) || (await this.state(id)) === null) return;
+      throw err;
+    }
+  }
+
+  /** All containers under berth's root. */
+  async list(): Promise<ContainerState[]> {
+    const { stdout } = await this.exec(['list', '--format', 'json']);
+    // runc prints `null`, not `[]`, when there are none.
+    const parsed: unknown = JSON.parse(stdout);
+    if (parsed === null) return [];
+    if (!Array.isArray(parsed)) throw new RuncOutputError(`runc list: expected an array, got ${stdout}`);
+    return parsed.map(parseState);
+  }
+
+  private exec(args: string[], output?: ExecOptions['output']): Promise<{ stdout: string }> {
+    const global = ['--root', this.opts.root];
+    if (this.opts.systemdCgroup) global.push('--systemd-cgroup');
+    return run(this.opts.binary, [...global, ...args], { timeoutMs: this.opts.timeoutMs, output });
+  }
+}
+
+function isNotExist(err: unknown): boolean {
+  return err instanceof ExecError && /does not exist/.test(err.stderr);
+}
+
+function parseState(raw: unknown): ContainerState {
+  if (typeof raw !== 'object' || raw === null) throw new RuncOutputError(`runc state: not an object`);
+  const r = raw as Record<string, unknown>;
+  const status = STATUSES.find((s) => s === r.status);
+  if (typeof r.id !== 'string' || typeof r.pid !== 'number' || typeof r.bundle !== 'string' || !status) {
+    throw new RuncOutputError(`runc state: unexpected ${JSON.stringify(raw)}`);
+  }
+  return { id: r.id, pid: r.pid, status, bundle: r.bundle };
+}
+
+async function readPidFile(pidFile: string): Promise<number> {
+  const text = await readFile(pidFile, 'utf8');
+  const pid = Number.parseInt(text.trim(), 10);
+  if (!Number.isInteger(pid) || pid <= 0) throw new RuncOutputError(`pid file ${pidFile}: "${text}"`);
+  return pid;
+}
+
+/** Replaces the exec error's text by the error and fatal entries of runc's JSON log, if any. */
+async function withLoggedReason(err: unknown, logPath: string): Promise<unknown> {
+  if (!(err instanceof ExecError)) return err;
+  const reasons = await readLoggedErrors(logPath);
+  if (reasons.length === 0) return err;
+  return new ExecError(err.command, err.exitCode, reasons.join('; '), err.timedOut);
+}
+
+export async function readLoggedErrors(logPath: string): Promise<string[]> {
+  let text: string;
+  try {
+    text = await readFile(logPath, 'utf8');
+  } catch {
+    return [];
+  }
+  const reasons: string[] = [];
+  for (const line of text.split('\n')) {
+    const entry = parseLogLine(line);
+    if (entry && (entry.level === 'error' || entry.level === 'fatal')) reasons.push(entry.msg);
+  }
+  return reasons;
+}
+
+function parseLogLine(line: string): { level: string; msg: string } | null {
+  if (line.trim() === '') return null;
+  try {
+    const v: unknown = JSON.parse(line);
+    if (typeof v !== 'object' || v === null) return null;
+    const { level, msg } = v as Record<string, unknown>;
+    return typeof level === 'string' && typeof msg === 'string' ? { level, msg } : null;
+  } catch {
+    return null;
+  }
+}

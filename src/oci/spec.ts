@@ -1,0 +1,157 @@
+/**
+ * The subset of the OCI runtime spec (config.json, spec 1.0.x) that berth writes. Field names
+ * follow the JSON of the spec exactly, so a Spec is serialised with JSON.stringify as is.
+ */
+
+export const OCI_VERSION = '1.0.2';
+
+export interface Spec {
+  ociVersion: string;
+  process?: Process;
+  root?: Root;
+  hostname?: string;
+  mounts?: Mount[];
+  linux?: Linux;
+  annotations?: Record<string, string>;
+}
+
+export interface Process {
+  terminal?: boolean;
+  user: User;
+  args: string[];
+  env?: string[];
+  cwd: string;
+  capabilities?: LinuxCapabilities;
+  rlimits?: POSIXRlimit[];
+  noNewPrivileges?: boolean;
+  apparmorProfile?: string;
+  oomScoreAdj?: number;
+  selinuxLabel?: string;
+}
+
+export interface User {
+  uid: number;
+  gid: number;
+  umask?: number;
+  additionalGids?: number[];
+}
+
+export interface Root {
+  path: string;
+  readonly?: boolean;
+}
+
+export interface Mount {
+  destination: string;
+  type?: string;
+  source?: string;
+  options?: string[];
+}
+
+export interface POSIXRlimit {
+  type: string;
+  hard: number;
+  soft: number;
+}
+
+/** Capability names carry the CAP_ prefix, e.g. CAP_CHOWN. */
+export interface LinuxCapabilities {
+  bounding?: string[];
+  effective?: string[];
+  inheritable?: string[];
+  permitted?: string[];
+  ambient?: string[];
+}
+
+export type LinuxNamespaceType = 'pid' | 'network' | 'mount' | 'ipc' | 'uts' | 'user' | 'cgroup';
+
+/** Without `path` the runtime creates a new namespace; with it, the process joins that one. */
+export interface LinuxNamespace {
+  type: LinuxNamespaceType;
+  path?: string;
+}
+
+export interface Linux {
+  namespaces?: LinuxNamespace[];
+  resources?: LinuxResources;
+  cgroupsPath?: string;
+  /** The spec's key is singular: `sysctl`. */
+  sysctl?: Record<string, string>;
+  devices?: LinuxDevice[];
+  maskedPaths?: string[];
+  readonlyPaths?: string[];
+  seccomp?: Seccomp;
+  mountLabel?: string;
+}
+
+export interface LinuxDevice {
+  path: string;
+  type: string;
+  major: number;
+  minor: number;
+  fileMode?: number;
+  uid?: number;
+  gid?: number;
+}
+
+export interface LinuxResources {
+  devices?: LinuxDeviceCgroup[];
+  memory?: LinuxMemory;
+  cpu?: LinuxCPU;
+  pids?: LinuxPids;
+  hugepageLimits?: LinuxHugepageLimit[];
+  unified?: Record<string, string>;
+}
+
+export interface LinuxDeviceCgroup {
+  allow: boolean;
+  type?: string;
+  major?: number;
+  minor?: number;
+  access?: string;
+}
+
+export interface LinuxMemory {
+  limit?: number;
+  reservation?: number;
+  swap?: number;
+  swappiness?: number;
+}
+
+export interface LinuxCPU {
+  shares?: number;
+  quota?: number;
+  period?: number;
+  cpus?: string;
+  mems?: string;
+}
+
+export interface LinuxPids {
+  limit: number;
+}
+
+export interface LinuxHugepageLimit {
+  pageSize: string;
+  limit: number;
+}
+
+export interface Seccomp {
+  defaultAction: string;
+  architectures?: string[];
+  flags?: string[];
+  syscalls?: LinuxSyscall[];
+}
+
+export interface LinuxSyscall {
+  names: string[];
+  action: string;
+  errnoRet?: number;
+  args?: LinuxSeccompArg[];
+}
+
+export interface LinuxSeccompArg {
+  index: number;
+  value: number;
+  valueTwo?: number;
+  op: string;
+}
