@@ -47,6 +47,8 @@ export class ExecError extends BerthError {
     readonly exitCode: number | undefined,
     readonly stderr: string,
     readonly timedOut: boolean,
+    /** Some programs (CNI plugins) report failures as JSON on stdout. */
+    readonly stdout = '',
   ) {
     const how = timedOut ? 'timed out' : `exited with code ${exitCode ?? 'unknown'}`;
     const said = stderr.trim();

@@ -22,10 +22,13 @@ export interface ExecResult {
   stderr: string;
 }
 
-/** Runs a program with an argument array (never a shell). Throws ExecError with its stderr. */
+/**
+ * Runs a program with an argument array (never a shell). Throws ExecError with its stderr. The
+ * program leads its own process group, so a timeout also kills what it started (iptables under a
+ * CNI plugin) instead of waiting for those to release the pipes.
+ */
 export async function run(file: string, args: readonly string[], opts: ExecOptions): Promise<ExecResult> {
-  const result = await execa(file, args, {
-    timeout: opts.timeoutMs,
+  const child = execa(file, args, {
     input: opts.input,
     env: opts.env,
     extendEnv: opts.extendEnv ?? true,
@@ -35,13 +38,25 @@ export async function run(file: string, args: readonly string[], opts: ExecOptio
     stdin: opts.input === undefined ? 'ignore' : 'pipe',
     stdout: opts.output ?? 'pipe',
     stderr: opts.output ?? 'pipe',
-    killSignal: 'SIGKILL',
+    detached: true,
   });
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    if (child.pid === undefined) return;
+    try {
+      process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // Already gone: nothing to kill.
+    }
+  }, opts.timeoutMs);
+  const result = await child.finally(() => clearTimeout(timer));
   const stdout = String(result.stdout ?? '');
   const stderr = String(result.stderr ?? '');
-  if (result.timedOut || result.failed || result.exitCode !== 0) {
+  if (timedOut || result.failed || result.exitCode !== 0) {
     const said = stderr.trim() || (result.exitCode !== 0 ? stdout.trim() : '') || result.shortMessage;
-    throw new ExecError([file, ...args].join(' '), result.exitCode, said ?? '', result.timedOut === true);
+    const command = [file, ...args].join(' ');
+    throw new ExecError(command, result.exitCode, said ?? '', timedOut, stdout);
   }
   return { stdout, stderr };
 }
