@@ -1,0 +1,77 @@
+import {
+  status,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+  type ServiceDefinition,
+  type UntypedServiceImplementation,
+  type sendUnaryData,
+} from '@grpc/grpc-js';
+import type { Logger } from '../log.js';
+import { grpcCode, toServiceError } from './status.js';
+
+/** A unary RPC in domain terms: request object in, response object out, typed errors thrown. */
+export type UnaryHandler<Req, Res> = (request: Req) => Promise<Res>;
+
+/** Keyed by rpc name; `never` accepts a handler of any request type, each checked in its own module. */
+export type UnaryTable = Record<string, UnaryHandler<never, unknown>>;
+
+/**
+ * Builds a grpc-js implementation for every rpc of a service: the ones in `handlers` are wrapped with
+ * logging and error mapping; every other rpc answers UNIMPLEMENTED naming itself, which kubelet
+ * relies on to fall back (e.g. from the Stream* list calls).
+ */
+export function implement(
+  service: ServiceDefinition,
+  serviceName: string,
+  handlers: UnaryTable,
+  logger: Logger,
+): UntypedServiceImplementation {
+  const impl: UntypedServiceImplementation = {};
+  for (const [rpc, method] of Object.entries(service)) {
+    const handler = handlers[rpc];
+    if (method.responseStream) {
+      impl[rpc] = (call: ServerWritableStream<unknown, unknown>) => {
+        logger.debug({ rpc }, 'unimplemented streaming rpc called');
+        call.emit('error', toServiceErrorUnimplemented(serviceName, rpc));
+      };
+    } else if (handler) {
+      impl[rpc] = wrapUnary(rpc, handler, logger);
+    } else {
+      impl[rpc] = (_call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
+        logger.debug({ rpc }, 'unimplemented rpc called');
+        callback(toServiceErrorUnimplemented(serviceName, rpc));
+      };
+    }
+  }
+  return impl;
+}
+
+function toServiceErrorUnimplemented(serviceName: string, rpc: string) {
+  const err = toServiceError(new Error(`${serviceName}.${rpc} is not implemented by berth`));
+  err.code = status.UNIMPLEMENTED;
+  return err;
+}
+
+function wrapUnary(rpc: string, handler: UnaryHandler<never, unknown>, logger: Logger) {
+  return (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>): void => {
+    const started = process.hrtime.bigint();
+    const elapsedMs = (): number => Number(process.hrtime.bigint() - started) / 1e6;
+    // The request type is the handler's own; grpc-js decoded it from the matching proto message.
+    handler(call.request as never).then(
+      (response) => {
+        logger.debug({ rpc, ms: elapsedMs() }, 'rpc');
+        callback(null, response);
+      },
+      (err: unknown) => {
+        const serviceError = toServiceError(err);
+        const level =
+          grpcCode(err) === status.INTERNAL || grpcCode(err) === status.UNKNOWN ? 'error' : 'warn';
+        logger[level](
+          { rpc, ms: elapsedMs(), code: status[serviceError.code], err: serviceError.message },
+          'rpc failed',
+        );
+        callback(serviceError);
+      },
+    );
+  };
+}

@@ -1,0 +1,217 @@
+import { InvalidArgumentError } from '../errors.js';
+import type { SandboxService } from '../sandbox/service.js';
+import type {
+  NamespaceMode,
+  PortMapping,
+  Protocol,
+  SandboxFilter,
+  SandboxSpec,
+  SandboxStateName,
+  SandboxView,
+} from '../sandbox/types.js';
+import type { UnaryTable } from './handler.js';
+import {
+  int64Id,
+  ipAddress,
+  optionalAbsolutePath,
+  optionalCgroupParent,
+  optionalHostname,
+  port,
+  requireSafeName,
+  requireString,
+  sysctlName,
+} from './validate.js';
+import type {
+  ListPodSandboxRequest,
+  PodSandboxIdRequest,
+  PodSandboxStatusRequest,
+  RunPodSandboxRequest,
+  WireNamespaceOption,
+  WirePodSandboxConfig,
+  WirePortMapping,
+} from './wire.js';
+
+/** Runtime handlers berth accepts: the default ("") and its name for runc. */
+export const RUNTIME_HANDLERS = ['', 'runc'];
+
+export function sandboxHandlers(sandboxes: SandboxService): UnaryTable {
+  return {
+    RunPodSandbox: async (req: RunPodSandboxRequest) => ({
+      pod_sandbox_id: await sandboxes.run(toSandboxSpec(req)),
+    }),
+    StopPodSandbox: async (req: PodSandboxIdRequest) => {
+      await sandboxes.stop(requireString('pod_sandbox_id', req.pod_sandbox_id));
+      return {};
+    },
+    RemovePodSandbox: async (req: PodSandboxIdRequest) => {
+      await sandboxes.remove(requireString('pod_sandbox_id', req.pod_sandbox_id));
+      return {};
+    },
+    PodSandboxStatus: async (req: PodSandboxStatusRequest) => {
+      const { view, info } = sandboxes.status(
+        requireString('pod_sandbox_id', req.pod_sandbox_id),
+        req.verbose,
+      );
+      return {
+        status: toWireStatus(view),
+        info: info ? { info: JSON.stringify(info) } : {},
+        containers_statuses: [],
+        timestamp: (BigInt(Date.now()) * 1_000_000n).toString(),
+      };
+    },
+    ListPodSandbox: async (req: ListPodSandboxRequest) => ({
+      items: sandboxes.list(toFilter(req)).map(toWireSandbox),
+    }),
+  };
+}
+
+export function toSandboxSpec(req: RunPodSandboxRequest): SandboxSpec {
+  const config = req.config;
+  if (!config) throw new InvalidArgumentError('config', 'is required');
+  const md = config.metadata;
+  if (!md) throw new InvalidArgumentError('config.metadata', 'is required');
+  if (!RUNTIME_HANDLERS.includes(req.runtime_handler)) {
+    throw new InvalidArgumentError(
+      'runtime_handler',
+      `"${req.runtime_handler}" is not configured (known: runc)`,
+    );
+  }
+  const linux = config.linux;
+  const security = linux?.security_context ?? null;
+  const namespaces = toNamespaces(security?.namespace_options ?? null);
+  const runAsGroup = security?.run_as_group
+    ? int64Id('config.linux.security_context.run_as_group.value', security.run_as_group.value)
+    : null;
+  const runAsUser = security?.run_as_user
+    ? int64Id('config.linux.security_context.run_as_user.value', security.run_as_user.value)
+    : null;
+  return {
+    metadata: {
+      name: requireSafeName('config.metadata.name', md.name),
+      namespace: requireSafeName('config.metadata.namespace', md.namespace),
+      uid: requireSafeName('config.metadata.uid', md.uid),
+      attempt: md.attempt,
+    },
+    hostname: optionalHostname('config.hostname', config.hostname),
+    logDirectory: optionalAbsolutePath('config.log_directory', config.log_directory),
+    dnsConfig: toDns(config),
+    portMappings: config.port_mappings.map((p, i) => toPortMapping(`config.port_mappings[${i}]`, p)),
+    labels: config.labels,
+    annotations: config.annotations,
+    runtimeHandler: req.runtime_handler,
+    cgroupParent: optionalCgroupParent('config.linux.cgroup_parent', linux?.cgroup_parent ?? ''),
+    sysctls: toSysctls(linux?.sysctls ?? {}),
+    namespaces,
+    security: {
+      runAsUser,
+      runAsGroup,
+      supplementalGroups: (security?.supplemental_groups ?? []).map((g, i) =>
+        int64Id(`config.linux.security_context.supplemental_groups[${i}]`, g),
+      ),
+      privileged: security?.privileged ?? false,
+      readonlyRootfs: security?.readonly_rootfs ?? false,
+    },
+  };
+}
+
+const NAMESPACE_MODES: readonly NamespaceMode[] = ['POD', 'CONTAINER', 'NODE', 'TARGET'];
+
+function toNamespaces(options: WireNamespaceOption | null): SandboxSpec['namespaces'] {
+  const mode = (field: string, value: string | undefined): NamespaceMode => {
+    const m = (value || 'POD') as NamespaceMode;
+    if (!NAMESPACE_MODES.includes(m))
+      throw new InvalidArgumentError(field, `unknown namespace mode "${value}"`);
+    // A pod's sandbox is the target that TARGET refers to; it cannot itself target something.
+    if (m === 'TARGET') throw new InvalidArgumentError(field, 'TARGET is only valid for containers');
+    return m;
+  };
+  const base = 'config.linux.security_context.namespace_options';
+  return {
+    network: mode(`${base}.network`, options?.network),
+    pid: mode(`${base}.pid`, options?.pid),
+    ipc: mode(`${base}.ipc`, options?.ipc),
+    targetId: options?.target_id ?? '',
+  };
+}
+
+function toDns(config: WirePodSandboxConfig): SandboxSpec['dnsConfig'] {
+  const dns = config.dns_config;
+  if (!dns) return null;
+  return {
+    servers: dns.servers.map((s, i) => ipAddress(`config.dns_config.servers[${i}]`, s)),
+    searches: dns.searches.map((s, i) => requireSafeName(`config.dns_config.searches[${i}]`, s)),
+    options: dns.options.map((s, i) => requireString(`config.dns_config.options[${i}]`, s)),
+  };
+}
+
+const PROTOCOLS: readonly Protocol[] = ['TCP', 'UDP', 'SCTP'];
+
+function toPortMapping(field: string, p: WirePortMapping): PortMapping {
+  const protocol = (p.protocol || 'TCP') as Protocol;
+  if (!PROTOCOLS.includes(protocol))
+    throw new InvalidArgumentError(`${field}.protocol`, `unknown protocol "${p.protocol}"`);
+  const containerPort = port(`${field}.container_port`, p.container_port);
+  const hostPort = port(`${field}.host_port`, p.host_port);
+  if (hostPort > 0 && containerPort === 0) {
+    throw new InvalidArgumentError(`${field}.container_port`, 'is required when host_port is set');
+  }
+  return {
+    protocol,
+    containerPort,
+    hostPort,
+    hostIp: p.host_ip ? ipAddress(`${field}.host_ip`, p.host_ip) : '',
+  };
+}
+
+function toSysctls(sysctls: Record<string, string>): Record<string, string> {
+  for (const name of Object.keys(sysctls)) sysctlName(`config.linux.sysctls["${name}"]`, name);
+  return sysctls;
+}
+
+function toFilter(req: ListPodSandboxRequest): SandboxFilter {
+  const f = req.filter;
+  if (!f) return {};
+  const state = f.state?.state as SandboxStateName | undefined;
+  return {
+    ...(f.id ? { id: f.id } : {}),
+    ...(state ? { state } : {}),
+    ...(Object.keys(f.label_selector).length > 0 ? { labelSelector: f.label_selector } : {}),
+  };
+}
+
+function wireNamespaces(view: SandboxView) {
+  return {
+    options: {
+      network: view.namespaces.network,
+      pid: view.namespaces.pid,
+      ipc: view.namespaces.ipc,
+      target_id: view.namespaces.targetId,
+    },
+  };
+}
+
+function toWireStatus(view: SandboxView) {
+  return {
+    id: view.id,
+    metadata: view.metadata,
+    state: view.state,
+    created_at: view.createdAt,
+    network: { ip: view.ip, additional_ips: view.additionalIps.map((ip) => ({ ip })) },
+    linux: { namespaces: wireNamespaces(view) },
+    labels: view.labels,
+    annotations: view.annotations,
+    runtime_handler: view.runtimeHandler,
+  };
+}
+
+function toWireSandbox(view: SandboxView) {
+  return {
+    id: view.id,
+    metadata: view.metadata,
+    state: view.state,
+    created_at: view.createdAt,
+    labels: view.labels,
+    annotations: view.annotations,
+    runtime_handler: view.runtimeHandler,
+  };
+}

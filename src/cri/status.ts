@@ -1,0 +1,38 @@
+import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
+import {
+  AlreadyExistsError,
+  BerthError,
+  FailedPreconditionError,
+  InvalidArgumentError,
+  NotFoundError,
+  StepError,
+  UnimplementedError,
+} from '../errors.js';
+
+/** The one place where domain errors become gRPC status codes. */
+export function grpcCode(err: unknown): status {
+  if (err instanceof StepError) return err.cause instanceof BerthError ? stepCode(err.cause) : status.UNKNOWN;
+  if (err instanceof InvalidArgumentError) return status.INVALID_ARGUMENT;
+  if (err instanceof NotFoundError) return status.NOT_FOUND;
+  if (err instanceof AlreadyExistsError) return status.ALREADY_EXISTS;
+  if (err instanceof FailedPreconditionError) return status.FAILED_PRECONDITION;
+  if (err instanceof UnimplementedError) return status.UNIMPLEMENTED;
+  // Host programs (runc, CNI plugins) failing: the runtime could not do it, for reasons it reports.
+  if (err instanceof BerthError) return status.UNKNOWN;
+  return status.INTERNAL;
+}
+
+/** A step that failed on a precondition keeps that code; anything else inside a step is UNKNOWN. */
+function stepCode(cause: BerthError): status {
+  const code = grpcCode(cause);
+  return code === status.INTERNAL ? status.UNKNOWN : code;
+}
+
+export function toServiceError(err: unknown): ServiceError {
+  const message = err instanceof Error ? err.message : String(err);
+  const error = new Error(message) as ServiceError;
+  error.code = grpcCode(err);
+  error.details = message;
+  error.metadata = new Metadata();
+  return error;
+}

@@ -1,0 +1,70 @@
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Cni } from './cni/index.js';
+import type { BerthConfig } from './config/types.js';
+import { serveCri, type CriServer } from './cri/server.js';
+import type { Logger } from './log.js';
+import { prepareNetnsDir } from './netns/index.js';
+import { ensureInfraRootfs } from './oci/infra.js';
+import { Runc } from './oci/runc.js';
+import { recover } from './sandbox/recovery.js';
+import { SandboxService } from './sandbox/service.js';
+import { Store } from './store/index.js';
+
+export interface DaemonOptions {
+  /** Test-only hook, see SandboxServiceDeps.pauseBeforeStep. */
+  pauseBeforeStep?: string;
+}
+
+export interface Daemon {
+  /** Stops serving and closes the database; pods keep running, as with any CRI runtime restart. */
+  close(): Promise<void>;
+}
+
+export async function startDaemon(
+  config: BerthConfig,
+  logger: Logger,
+  opts: DaemonOptions = {},
+): Promise<Daemon> {
+  const started = Date.now();
+  await mkdir(config.rootDir, { recursive: true, mode: 0o711 });
+  await mkdir(config.stateDir, { recursive: true, mode: 0o711 });
+  await prepareNetnsDir(config.netnsDir);
+  const infraRootfs = await ensureInfraRootfs(config.rootDir);
+
+  const store = Store.open(join(config.rootDir, 'berth.db'));
+  const cni = new Cni({ binDirs: config.cniBinDirs, timeoutMs: config.cniTimeoutMs, logger });
+  // runc's state lives on tmpfs, so a reboot clears it together with the processes it describes.
+  const runc = new Runc({
+    binary: config.runtime,
+    root: join(config.stateDir, 'runc'),
+    systemdCgroup: config.cgroupDriver === 'systemd',
+    timeoutMs: config.runtimeTimeoutMs,
+  });
+
+  const report = await recover({ config, store, cni, runc, logger });
+  logger.info({ ...report, ms: Date.now() - started }, 'state recovered');
+
+  const sandboxes = new SandboxService({
+    config,
+    store,
+    cni,
+    runc,
+    logger,
+    infraRootfs,
+    ...(opts.pauseBeforeStep ? { pauseBeforeStep: opts.pauseBeforeStep } : {}),
+  });
+  let server: CriServer;
+  try {
+    server = await serveCri(config, sandboxes, logger);
+  } catch (err) {
+    store.close();
+    throw err;
+  }
+  return {
+    close: async () => {
+      await server.close();
+      store.close();
+    },
+  };
+}

@@ -1,0 +1,27 @@
+import { readFile } from 'node:fs/promises';
+
+/**
+ * True while the process exists and is not a zombie. The infra process is not berthd's child
+ * (runc detaches it), so its exit is observed through /proc rather than a wait().
+ */
+export async function isRunning(pid: number): Promise<boolean> {
+  if (pid <= 0) return false;
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    // The state letter follows the parenthesised command name, which may itself hold spaces.
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return false;
+  }
+}
+
+/** Resolves true when the process has gone within the deadline, false otherwise. */
+export async function waitForExit(pid: number, timeoutMs: number, pollMs = 10): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (await isRunning(pid)) {
+    if (Date.now() >= deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, pollMs));
+  }
+  return true;
+}

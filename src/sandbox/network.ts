@@ -1,0 +1,88 @@
+import { Cni, loopbackNetwork, podIps } from '../cni/index.js';
+import type { CniAttachment, CniNetworkList, CniResult, PortMappingCap } from '../cni/types.js';
+import type { SandboxRow } from '../store/types.js';
+import type { SandboxSpec } from './types.js';
+
+export const POD_IFNAME = 'eth0';
+
+/** What is stored before the first ADD, so that DEL can run with the same input after any crash. */
+export interface StoredNetworking {
+  attachment: CniAttachment;
+  /** In ADD order: loopback first, then the default network. */
+  networks: CniNetworkList[];
+}
+
+export function attachmentFor(id: string, netnsPath: string, spec: SandboxSpec): CniAttachment {
+  const portMappings: PortMappingCap[] = spec.portMappings
+    .filter((p) => p.hostPort > 0)
+    .map((p) => ({
+      hostPort: p.hostPort,
+      containerPort: p.containerPort,
+      protocol: p.protocol.toLowerCase() as PortMappingCap['protocol'],
+      ...(p.hostIp ? { hostIP: p.hostIp } : {}),
+    }));
+  const dns = spec.dnsConfig;
+  return {
+    containerId: id,
+    netnsPath,
+    ifName: POD_IFNAME,
+    args: [
+      ['IgnoreUnknown', '1'],
+      ['K8S_POD_NAMESPACE', spec.metadata.namespace],
+      ['K8S_POD_NAME', spec.metadata.name],
+      ['K8S_POD_INFRA_CONTAINER_ID', id],
+      ['K8S_POD_UID', spec.metadata.uid],
+    ],
+    capabilityArgs: {
+      portMappings,
+      ...(dns ? { dns: { servers: dns.servers, searches: dns.searches, options: dns.options } } : {}),
+    },
+  };
+}
+
+export function storedNetworking(
+  attachment: CniAttachment,
+  defaultNetwork: CniNetworkList,
+): StoredNetworking {
+  return { attachment, networks: [loopbackNetwork(), defaultNetwork] };
+}
+
+export interface AttachOutcome {
+  results: CniResult[];
+  ip: string;
+  additionalIps: string[];
+}
+
+/** ADD loopback and the default network. The caller has already recorded a DEL for undo. */
+export async function attach(cni: Cni, stored: StoredNetworking): Promise<AttachOutcome> {
+  // loopback and the pod network touch different interfaces, so they are added side by side; both
+  // settle before a failure is reported, so the caller's DEL never races an ADD still running.
+  const outcomes = await Promise.allSettled(
+    stored.networks.map((network) => cni.add(network, stored.attachment)),
+  );
+  const failure = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
+  if (failure) throw failure.reason;
+  const results = outcomes.map((o) => (o as PromiseFulfilledResult<CniResult>).value);
+  const primary = results[results.length - 1];
+  const { ip, additionalIps } = primary ? podIps(primary, POD_IFNAME) : { ip: '', additionalIps: [] };
+  return { results, ip, additionalIps };
+}
+
+/**
+ * DEL every network with the stored config and results. Attempted even when
+ * the netns is gone (after a reboot), because host-local keeps its leases on disk.
+ */
+export async function detach(
+  cni: Cni,
+  row: Pick<SandboxRow, 'cniConfigJson' | 'cniResultJson'>,
+): Promise<void> {
+  if (!row.cniConfigJson) return;
+  const stored = JSON.parse(row.cniConfigJson) as StoredNetworking;
+  const results = row.cniResultJson ? (JSON.parse(row.cniResultJson) as CniResult[]) : [];
+  // Each network was attached on its own, so they are detached side by side.
+  const outcomes = await Promise.allSettled(
+    stored.networks.map((network, i) => cni.del(network, stored.attachment, results[i])),
+  );
+  const failures = outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason as unknown] : []));
+  if (failures.length > 0) throw failures[0];
+}

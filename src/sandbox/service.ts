@@ -1,0 +1,396 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Cni } from '../cni/index.js';
+import { loadDefaultNetwork } from '../cni/config.js';
+import type { CniNetworkList } from '../cni/types.js';
+import type { BerthConfig } from '../config/types.js';
+import { FailedPreconditionError, InvalidArgumentError, NotFoundError, StepError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { createPinnedNetns, isMounted, removeNetns, unmountNetns } from '../netns/index.js';
+import { buildInfraSpec } from '../oci/infra.js';
+import { clampOomScoreAdj } from '../oci/oom.js';
+import type { Runc } from '../oci/runc.js';
+import { isRunning, waitForExit } from '../process/index.js';
+import type { Store } from '../store/index.js';
+import type { SandboxRow } from '../store/types.js';
+import { writeHostnameFile, writeResolvConf } from './files.js';
+import { KeyedLock } from './lock.js';
+import { attach, attachmentFor, detach, storedNetworking } from './network.js';
+import type { SandboxFilter, SandboxSpec, SandboxVerboseInfo, SandboxView } from './types.js';
+import { Steps, allSettledOrThrow } from './steps.js';
+
+/** Names of berth's netns pins start with this, so restart repair can tell ours from others'. */
+export const NETNS_PREFIX = 'berth-';
+
+/** The infra process should be the last thing the OOM killer picks in a pod. */
+const INFRA_OOM_SCORE_ADJ = -998;
+
+export interface SandboxServiceDeps {
+  config: BerthConfig;
+  store: Store;
+  cni: Cni;
+  runc: Runc;
+  logger: Logger;
+  infraRootfs: string;
+  /**
+   * Test-only: RunPodSandbox stops before acting on the step of this name (after its journal entry
+   * and undo are recorded) and waits forever, so a test can kill -9 the daemon mid-start.
+   */
+  pauseBeforeStep?: string;
+}
+
+export type NetworkStatus = { ready: true } | { ready: false; reason: string };
+
+export class SandboxService {
+  private readonly podLock = new KeyedLock();
+  private readonly sandboxLock = new KeyedLock();
+
+  constructor(private readonly deps: SandboxServiceDeps) {}
+
+  /** The pod network is ready when a default CNI network loads from the conf dir. */
+  async networkStatus(): Promise<NetworkStatus> {
+    const loaded = await loadDefaultNetwork(this.deps.config.cniConfDir);
+    return loaded.network ? { ready: true } : { ready: false, reason: loaded.reason };
+  }
+
+  async run(spec: SandboxSpec): Promise<string> {
+    const m = spec.metadata;
+    // kubelet retries a RunPodSandbox that timed out on its side; the same pod gets the same sandbox.
+    return this.podLock.with(`${m.namespace}/${m.name}/${m.uid}/${m.attempt}`, async () => {
+      const existing = this.deps.store.findSandboxByMetadata(m.namespace, m.name, m.uid, m.attempt);
+      if (existing) return existing.id;
+      return this.create(spec);
+    });
+  }
+
+  private async create(spec: SandboxSpec): Promise<string> {
+    const { config, store } = this.deps;
+    const id = randomBytes(32).toString('hex');
+    const log = this.deps.logger.child({ sandbox: id });
+    const hostNetwork = spec.namespaces.network === 'NODE';
+    const sandboxDir = join(config.rootDir, 'sandboxes', id);
+    const netnsName = `${NETNS_PREFIX}${id}`;
+    const netnsPath = hostNetwork ? null : join(config.netnsDir, netnsName);
+
+    let defaultNetwork: CniNetworkList | null = null;
+    if (!hostNetwork) {
+      const loaded = await loadDefaultNetwork(config.cniConfDir);
+      if (!loaded.network) throw new FailedPreconditionError(`pod network is not ready: ${loaded.reason}`);
+      defaultNetwork = loaded.network;
+    }
+
+    // The row is written first and doubles as the journal: a crash at any later step leaves a
+    // CREATING row that start-up repair rolls back using the paths recorded here.
+    store.insertSandbox({
+      id,
+      name: spec.metadata.name,
+      namespace: spec.metadata.namespace,
+      uid: spec.metadata.uid,
+      attempt: spec.metadata.attempt,
+      state: 'CREATING',
+      step: 'reserve',
+      configJson: JSON.stringify(spec),
+      runtimeHandler: spec.runtimeHandler,
+      hostNetwork,
+      netnsPath,
+      networkState: 'NONE',
+      cniConfigJson: null,
+      cniResultJson: null,
+      ip: '',
+      additionalIps: [],
+      createdAt: nowNanos(),
+      pid: 0,
+      cgroupParent: spec.cgroupParent,
+      sandboxDir,
+    });
+
+    const steps = new Steps(log, async (step) => {
+      store.updateSandbox(id, { step });
+      await this.pausePoint(step, log);
+    });
+    try {
+      await allSettledOrThrow([
+        steps.run('sandbox-dir', async () => {
+          steps.onUndo('sandbox-dir', () => rm(sandboxDir, { recursive: true, force: true }));
+          await mkdir(sandboxDir, { recursive: true, mode: 0o711 });
+          await writeResolvConf(sandboxDir, spec.dnsConfig);
+          await writeHostnameFile(sandboxDir, spec.hostname);
+        }),
+        netnsPath
+          ? steps.run('netns', async () => {
+              steps.onUndo('netns', () => removeNetns(netnsPath));
+              await createPinnedNetns(config.netnsDir, netnsName, config.runtimeTimeoutMs);
+            })
+          : Promise.resolve(),
+      ]);
+      // The infra only needs the netns to exist, not to be configured: CNI and runc run side by side.
+      await allSettledOrThrow([
+        netnsPath && defaultNetwork
+          ? this.addNetwork(steps, id, netnsPath, spec, defaultNetwork)
+          : Promise.resolve(),
+        this.startInfra(steps, id, spec, sandboxDir, netnsPath),
+      ]);
+      store.updateSandbox(id, { state: 'READY', step: 'ready' });
+      steps.release();
+      log.info(
+        { ip: store.getSandbox(id)?.ip, netns: netnsPath, stepsMs: steps.timingsMs },
+        'pod sandbox ready',
+      );
+      return id;
+    } catch (err) {
+      const failure = err instanceof StepError ? err : new StepError('run', err);
+      log.error({ step: failure.step, err: failure.message }, 'RunPodSandbox failed, undoing');
+      const failedUndos = await steps.unwind();
+      if (failedUndos.length === 0) {
+        store.deleteSandbox(id);
+      } else {
+        // Keep the record so Stop/Remove and the next start retry what could not be undone.
+        store.updateSandbox(id, { state: 'NOTREADY', pid: 0, step: `failed at ${failure.step}` });
+      }
+      throw failure;
+    }
+  }
+
+  private async addNetwork(
+    steps: Steps,
+    id: string,
+    netnsPath: string,
+    spec: SandboxSpec,
+    defaultNetwork: CniNetworkList,
+  ): Promise<void> {
+    const { store, cni } = this.deps;
+    await steps.run('cni-add', async () => {
+      const stored = storedNetworking(attachmentFor(id, netnsPath, spec), defaultNetwork);
+      // Recorded before the first ADD: a crash mid-ADD still leads to a DEL with this exact input.
+      store.updateSandbox(id, { networkState: 'ADDING', cniConfigJson: JSON.stringify(stored) });
+      steps.onUndo('cni-add', () =>
+        detach(cni, store.getSandbox(id) ?? { cniConfigJson: null, cniResultJson: null }),
+      );
+      const outcome = await attach(cni, stored);
+      store.updateSandbox(id, {
+        networkState: 'READY',
+        cniResultJson: JSON.stringify(outcome.results),
+        ip: outcome.ip,
+        additionalIps: outcome.additionalIps,
+      });
+    });
+  }
+
+  private async startInfra(
+    steps: Steps,
+    id: string,
+    spec: SandboxSpec,
+    sandboxDir: string,
+    netnsPath: string | null,
+  ): Promise<void> {
+    const { config, store, runc } = this.deps;
+    await steps.run('infra-create', async () => {
+      steps.onUndo('infra-create', () => runc.delete(id, { force: true }));
+      const bundleDir = join(sandboxDir, 'bundle');
+      await mkdir(bundleDir, { recursive: true });
+      const ociSpec = buildInfraSpec({
+        rootfsPath: this.deps.infraRootfs,
+        hostname: netnsPath ? spec.hostname : '',
+        netnsPath,
+        hostIpc: spec.namespaces.ipc === 'NODE',
+        hostPid: spec.namespaces.pid === 'NODE',
+        sysctls: spec.sysctls,
+        cgroupsPath: cgroupsPath(config.cgroupDriver, spec.cgroupParent, id),
+        runAsUser: spec.security.runAsUser ?? 0,
+        runAsGroup: spec.security.runAsGroup ?? 0,
+        supplementalGroups: spec.security.supplementalGroups,
+        privileged: spec.security.privileged,
+        oomScoreAdj: clampOomScoreAdj(INFRA_OOM_SCORE_ADJ),
+        annotations: {
+          'io.kubernetes.cri.container-type': 'sandbox',
+          'io.kubernetes.cri.sandbox-id': id,
+          'io.kubernetes.cri.sandbox-name': spec.metadata.name,
+          'io.kubernetes.cri.sandbox-namespace': spec.metadata.namespace,
+          'io.kubernetes.cri.sandbox-uid': spec.metadata.uid,
+        },
+      });
+      await writeFile(join(bundleDir, 'config.json'), JSON.stringify(ociSpec));
+      const pid = await runc.create(id, bundleDir, join(bundleDir, 'infra.pid'));
+      store.updateSandbox(id, { pid });
+    });
+    await steps.run('infra-start', () => runc.start(id));
+  }
+
+  private async pausePoint(step: string, log: Logger): Promise<void> {
+    if (this.deps.pauseBeforeStep !== step) return;
+    log.warn({ step }, 'test hook: pausing RunPodSandbox');
+    await writeFile(join(this.deps.config.stateDir, `test-paused-${step}`), String(process.pid));
+    await new Promise<never>(() => undefined);
+  }
+
+  /** Idempotent: an unknown sandbox has nothing left to stop. */
+  async stop(idOrPrefix: string): Promise<void> {
+    const row = this.resolve(idOrPrefix, true);
+    if (!row) return;
+    await this.sandboxLock.with(row.id, () => this.stopLocked(row.id));
+  }
+
+  private async stopLocked(id: string): Promise<void> {
+    const { store } = this.deps;
+    const row = store.getSandbox(id);
+    if (!row) return;
+    // The pod's containers are already stopped, so nothing needs the network while the infra dies.
+    await allSettledOrThrow([
+      this.stopInfra(row).then(() => store.updateSandbox(id, { state: 'NOTREADY', pid: 0 })),
+      this.teardownNetwork(row),
+    ]);
+    if (row.netnsPath) {
+      try {
+        await unmountNetns(row.netnsPath);
+      } catch (err) {
+        throw new StepError('netns-unmount', err);
+      }
+    }
+  }
+
+  private async stopInfra(row: SandboxRow): Promise<void> {
+    const { runc, config } = this.deps;
+    try {
+      const state = await runc.state(row.id);
+      const pid = state?.pid || row.pid;
+      if (!state || state.status === 'stopped' || !(await isRunning(pid))) return;
+      await runc.kill(row.id, 'SIGTERM');
+      if (await waitForExit(pid, config.stopGraceMs)) return;
+      await runc.kill(row.id, 'SIGKILL');
+      if (!(await waitForExit(pid, 10_000))) throw new Error(`infra process ${pid} survived SIGKILL`);
+    } catch (err) {
+      throw new StepError('infra-stop', err);
+    }
+  }
+
+  /** A DEL failure is thrown (kubelet retries Stop) and the row keeps saying the network is up. */
+  private async teardownNetwork(row: SandboxRow): Promise<void> {
+    if (row.networkState !== 'ADDING' && row.networkState !== 'READY') return;
+    try {
+      await detach(this.deps.cni, row);
+    } catch (err) {
+      throw new StepError('cni-del', err);
+    }
+    this.deps.store.updateSandbox(row.id, { networkState: 'TORN_DOWN' });
+  }
+
+  /** Idempotent: an unknown id is success. */
+  async remove(idOrPrefix: string): Promise<void> {
+    const found = this.resolve(idOrPrefix, true);
+    if (!found) return;
+    await this.sandboxLock.with(found.id, async () => {
+      const { store, runc } = this.deps;
+      const row = store.getSandbox(found.id);
+      if (!row) return;
+      const needsStop =
+        row.state !== 'NOTREADY' ||
+        row.networkState === 'ADDING' ||
+        row.networkState === 'READY' ||
+        (row.netnsPath !== null && (await isMounted(row.netnsPath)));
+      if (needsStop) await this.stopLocked(row.id);
+      try {
+        await runc.delete(row.id, { force: true });
+      } catch (err) {
+        throw new StepError('infra-delete', err);
+      }
+      if (row.netnsPath) {
+        try {
+          await removeNetns(row.netnsPath);
+        } catch (err) {
+          throw new StepError('netns-remove', err);
+        }
+      }
+      await rm(row.sandboxDir, { recursive: true, force: true });
+      store.deleteSandbox(row.id);
+      this.deps.logger.info({ sandbox: row.id }, 'pod sandbox removed');
+    });
+  }
+
+  status(idOrPrefix: string, verbose: boolean): { view: SandboxView; info?: SandboxVerboseInfo } {
+    const row = this.resolve(idOrPrefix, false);
+    const view = toView(row);
+    if (!verbose) return { view };
+    return {
+      view,
+      info: {
+        sandboxKey: row.netnsPath,
+        pid: row.pid,
+        hostNetwork: row.hostNetwork,
+        networkState: row.networkState,
+        cniResult: row.cniResultJson ? JSON.parse(row.cniResultJson) : null,
+        sandboxDir: row.sandboxDir,
+        cgroupParent: row.cgroupParent,
+      },
+    };
+  }
+
+  list(filter: SandboxFilter): SandboxView[] {
+    const { store } = this.deps;
+    const rows = filter.id ? store.findSandboxesByIdPrefix(filter.id) : store.listSandboxes();
+    return rows
+      .filter((row) => row.state !== 'CREATING')
+      .map(toView)
+      .filter((view) => !filter.state || view.state === filter.state)
+      .filter((view) => matchesLabels(view.labels, filter.labelSelector));
+  }
+
+  /** Exact id, or a unique prefix of one (crictl shows and accepts truncated ids). */
+  private resolve(idOrPrefix: string, allowMissing: true): SandboxRow | undefined;
+  private resolve(idOrPrefix: string, allowMissing: false): SandboxRow;
+  private resolve(idOrPrefix: string, allowMissing: boolean): SandboxRow | undefined {
+    const { store } = this.deps;
+    const exact = store.getSandbox(idOrPrefix);
+    if (exact) return exact;
+    const matches = store.findSandboxesByIdPrefix(idOrPrefix);
+    if (matches.length > 1) {
+      throw new InvalidArgumentError('pod_sandbox_id', `"${idOrPrefix}" matches ${matches.length} sandboxes`);
+    }
+    const only = matches[0];
+    if (only) return only;
+    if (allowMissing) return undefined;
+    throw new NotFoundError('pod sandbox', idOrPrefix);
+  }
+}
+
+export function toView(row: SandboxRow): SandboxView {
+  const spec = JSON.parse(row.configJson) as SandboxSpec;
+  return {
+    id: row.id,
+    metadata: spec.metadata,
+    state: row.state === 'READY' ? 'SANDBOX_READY' : 'SANDBOX_NOTREADY',
+    createdAt: row.createdAt,
+    ip: row.ip,
+    additionalIps: row.additionalIps,
+    namespaces: spec.namespaces,
+    labels: spec.labels,
+    annotations: spec.annotations,
+    runtimeHandler: row.runtimeHandler,
+  };
+}
+
+function matchesLabels(
+  labels: Record<string, string>,
+  selector: Record<string, string> | undefined,
+): boolean {
+  if (!selector) return true;
+  return Object.entries(selector).every(([key, value]) => labels[key] === value);
+}
+
+/**
+ * cgroupfs takes a path under each hierarchy; systemd takes "slice:prefix:name" and creates the
+ * scope itself, as runc's --systemd-cgroup expects.
+ */
+export function cgroupsPath(driver: BerthConfig['cgroupDriver'], parent: string, id: string): string {
+  if (driver === 'systemd') return `${parent || 'system.slice'}:berth:${id}`;
+  const base = parent ? (parent.startsWith('/') ? parent : `/${parent}`) : '/berth';
+  return `${base.replace(/\/+$/, '')}/${id}`;
+}
+
+/** Wall clock at start-up plus monotonic time since: nanosecond resolution that never runs backwards. */
+const WALL_BASE_NS = BigInt(Date.now()) * 1_000_000n;
+const HR_BASE_NS = process.hrtime.bigint();
+
+export function nowNanos(): string {
+  return (WALL_BASE_NS + (process.hrtime.bigint() - HR_BASE_NS)).toString();
+}

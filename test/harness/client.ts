@@ -1,0 +1,51 @@
+import {
+  credentials,
+  loadPackageDefinition,
+  type Client,
+  type GrpcObject,
+  type ServiceError,
+} from '@grpc/grpc-js';
+import { loadSync } from '@grpc/proto-loader';
+import { PROTO_LOADER_OPTIONS, PROTO_PATH } from '../../src/cri/loader.js';
+
+type Callback = (err: ServiceError | null, res: unknown) => void;
+type RawMethod = (req: unknown, cb: Callback) => void;
+
+/** A CRI client over the daemon's unix socket, decoding exactly as kubelet's protobuf would. */
+export class CriClient {
+  readonly runtime: Client;
+  readonly image: Client;
+
+  constructor(socket: string) {
+    const pkg = loadPackageDefinition(loadSync(PROTO_PATH, PROTO_LOADER_OPTIONS));
+    const v1 = (pkg.runtime as GrpcObject).v1 as GrpcObject;
+    type Ctor = new (address: string, creds: ReturnType<typeof credentials.createInsecure>) => Client;
+    this.runtime = new (v1.RuntimeService as unknown as Ctor)(
+      `unix://${socket}`,
+      credentials.createInsecure(),
+    );
+    this.image = new (v1.ImageService as unknown as Ctor)(`unix://${socket}`, credentials.createInsecure());
+  }
+
+  /** Calls a RuntimeService rpc; rejects with the grpc ServiceError (code, details). */
+  call<T = Record<string, unknown>>(rpc: string, req: object = {}): Promise<T> {
+    return invoke<T>(this.runtime, rpc, req);
+  }
+
+  callImage<T = Record<string, unknown>>(rpc: string, req: object = {}): Promise<T> {
+    return invoke<T>(this.image, rpc, req);
+  }
+
+  close(): void {
+    this.runtime.close();
+    this.image.close();
+  }
+}
+
+function invoke<T>(client: Client, rpc: string, req: object): Promise<T> {
+  const method = (client as unknown as Record<string, RawMethod>)[rpc];
+  if (!method) throw new Error(`no rpc ${rpc}`);
+  return new Promise<T>((resolve, reject) => {
+    method.call(client, req, (err, res) => (err ? reject(err) : resolve(res as T)));
+  });
+}

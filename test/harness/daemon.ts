@@ -1,0 +1,256 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes, randomInt } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { run } from '../../src/exec.js';
+import { isMounted } from '../../src/netns/index.js';
+import { CriClient } from './client.js';
+
+const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
+/** The source tree's fixtures, from dist/test/harness. */
+export const FIXTURES = fileURLToPath(new URL('../../../test/fixtures/', import.meta.url));
+
+export interface TestNetwork {
+  bridge: string;
+  /** e.g. 10.210.37 — the pod subnet is `${prefix}.0/24`. */
+  prefix: string;
+  ipamDir: string;
+}
+
+export interface TestDaemonOptions {
+  /** Extra plugins chained after bridge (e.g. the failing fixture); `none` leaves the conf dir empty. */
+  cni?: 'bridge' | 'bridge+portmap' | 'bridge+fail' | 'none';
+  env?: Record<string, string>;
+}
+
+/**
+ * A berthd of the test's own: temp root/state/netns dirs, a bridge and a /24 no other interface on
+ * the machine routes, and a host-local store in a temp dir, so tests can check leases directly.
+ */
+export class TestDaemon {
+  readonly base: string;
+  readonly socket: string;
+  readonly rootDir: string;
+  readonly stateDir: string;
+  readonly netnsDir: string;
+  readonly cniConfDir: string;
+  readonly network: TestNetwork;
+  proc: ChildProcess | null = null;
+  client: CriClient | null = null;
+  output = '';
+
+  private constructor(
+    readonly tag: string,
+    private readonly opts: TestDaemonOptions,
+    prefix: string,
+  ) {
+    this.base = join('/run', `berth-test-${tag}`);
+    this.socket = join(this.base, 'berth.sock');
+    this.rootDir = join(this.base, 'root');
+    this.stateDir = join(this.base, 'state');
+    this.netnsDir = join(this.base, 'netns');
+    this.cniConfDir = join(this.base, 'cni');
+    this.network = { bridge: `bt${tag.slice(0, 8)}`, prefix, ipamDir: join(this.base, 'ipam') };
+  }
+
+  static async create(opts: TestDaemonOptions = {}): Promise<TestDaemon> {
+    const daemon = new TestDaemon(randomBytes(4).toString('hex'), opts, await unusedPrefix());
+    await mkdir(daemon.cniConfDir, { recursive: true });
+    await daemon.writeCniConfig(opts.cni ?? 'bridge');
+    await daemon.start();
+    return daemon;
+  }
+
+  get cri(): CriClient {
+    if (!this.client) throw new Error('daemon not running');
+    return this.client;
+  }
+
+  args(): string[] {
+    return [
+      '--socket',
+      this.socket,
+      '--root',
+      this.rootDir,
+      '--state',
+      this.stateDir,
+      '--netns-dir',
+      this.netnsDir,
+      '--cni-conf-dir',
+      this.cniConfDir,
+      '--log-level',
+      'debug',
+    ];
+  }
+
+  async writeCniConfig(kind: NonNullable<TestDaemonOptions['cni']>): Promise<void> {
+    for (const f of await readdir(this.cniConfDir)) await rm(join(this.cniConfDir, f));
+    if (kind === 'none') return;
+    const plugins: object[] = [
+      {
+        type: 'bridge',
+        bridge: this.network.bridge,
+        isGateway: true,
+        ipMasq: false,
+        ipam: {
+          type: 'host-local',
+          ranges: [[{ subnet: `${this.network.prefix}.0/24` }]],
+          dataDir: this.network.ipamDir,
+        },
+      },
+    ];
+    if (kind === 'bridge+portmap') plugins.push({ type: 'portmap', capabilities: { portMappings: true } });
+    if (kind === 'bridge+fail') plugins.push({ type: 'berth-test-fail' });
+    const conf = { cniVersion: '1.0.0', name: `berth-test-${this.tag}`, plugins };
+    await writeFile(join(this.cniConfDir, '10-test.conflist'), JSON.stringify(conf));
+  }
+
+  async start(env: Record<string, string> = {}): Promise<void> {
+    const binDirs = ['/usr/lib/cni', join(FIXTURES, 'cni')].flatMap((d) => ['--cni-bin-dir', d]);
+    const proc = spawn(process.execPath, [MAIN, ...this.args(), ...binDirs], {
+      env: { ...process.env, ...this.opts.env, ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    this.proc = proc;
+    proc.stderr?.on('data', (chunk: Buffer) => (this.output += chunk.toString()));
+    await waitFor(async () => {
+      if (proc.exitCode !== null) throw new Error(`berthd exited with ${proc.exitCode}:\n${this.output}`);
+      return existsSync(this.socket) && this.output.includes('serving CRI');
+    }, 30_000);
+    this.client = new CriClient(this.socket);
+  }
+
+  /** A clean shutdown (SIGTERM): pods keep running. */
+  async stop(): Promise<void> {
+    await this.signal('SIGTERM');
+  }
+
+  /** kill -9: the daemon gets no chance to clean anything. */
+  async kill9(): Promise<void> {
+    await this.signal('SIGKILL');
+  }
+
+  private async signal(sig: NodeJS.Signals): Promise<void> {
+    this.client?.close();
+    this.client = null;
+    const proc = this.proc;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+    proc.kill(sig);
+    await exited;
+    this.proc = null;
+  }
+
+  async restart(env: Record<string, string> = {}): Promise<void> {
+    await this.stop();
+    await this.start(env);
+  }
+
+  /** Simulates a reboot as far as berth can see one: its tmpfs marker gone. */
+  async forgetBoot(): Promise<void> {
+    await rm(join(this.stateDir, 'boot-id'), { force: true });
+  }
+
+  /** Removes every pod through the API, stops the daemon, then sweeps anything left on the host. */
+  async destroy(): Promise<void> {
+    if (this.client) {
+      const list = await this.cri
+        .call<{ items: { id: string }[] }>('ListPodSandbox', {})
+        .catch(() => ({ items: [] }));
+      for (const item of list.items)
+        await this.cri.call('RemovePodSandbox', { pod_sandbox_id: item.id }).catch(() => {});
+    }
+    await this.kill9();
+    await this.sweep();
+  }
+
+  /** Best-effort removal of whatever a failed test left behind on the host. */
+  async sweep(): Promise<void> {
+    const runcRoot = join(this.stateDir, 'runc');
+    if (existsSync(runcRoot)) {
+      const { stdout } = await run('runc', ['--root', runcRoot, 'list', '-q'], { timeoutMs: 10_000 }).catch(
+        () => ({ stdout: '' }),
+      );
+      for (const id of stdout.split('\n').filter(Boolean)) {
+        await run('runc', ['--root', runcRoot, 'delete', '--force', id], { timeoutMs: 10_000 }).catch(
+          () => {},
+        );
+      }
+    }
+    for (const name of await readdir(this.netnsDir).catch(() => [] as string[])) {
+      const path = join(this.netnsDir, name);
+      if (await isMounted(path)) await run('umount', ['-l', path], { timeoutMs: 10_000 }).catch(() => {});
+    }
+    if (await isMounted(this.netnsDir))
+      await run('umount', ['-l', this.netnsDir], { timeoutMs: 10_000 }).catch(() => {});
+    await run('ip', ['link', 'del', this.network.bridge], { timeoutMs: 10_000 }).catch(() => {});
+    await rm(this.base, { recursive: true, force: true });
+  }
+
+  /** IPs host-local currently holds for this network. */
+  async leasedIps(): Promise<string[]> {
+    const dir = join(this.network.ipamDir, `berth-test-${this.tag}`);
+    const names = await readdir(dir).catch(() => [] as string[]);
+    return names
+      .filter((n) => /^[0-9.]+$/.test(n) || n.includes(':'))
+      .filter((n) => !n.startsWith('last_reserved'));
+  }
+
+  async netnsFiles(): Promise<string[]> {
+    return readdir(this.netnsDir).catch(() => [] as string[]);
+  }
+
+  async runcContainers(): Promise<string[]> {
+    const runcRoot = join(this.stateDir, 'runc');
+    const { stdout } = await run('runc', ['--root', runcRoot, 'list', '-q'], { timeoutMs: 10_000 });
+    return stdout.split('\n').filter(Boolean);
+  }
+
+  async sandboxDirs(): Promise<string[]> {
+    return readdir(join(this.rootDir, 'sandboxes')).catch(() => [] as string[]);
+  }
+
+  async waitForOutput(text: string, timeoutMs = 30_000): Promise<void> {
+    await waitFor(async () => this.output.includes(text), timeoutMs);
+  }
+
+  async fileExists(path: string): Promise<boolean> {
+    return readFile(path).then(
+      () => true,
+      () => false,
+    );
+  }
+}
+
+export async function waitFor(check: () => Promise<boolean>, timeoutMs: number, pollMs = 50): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, pollMs));
+  }
+}
+
+/** A 10.210.x.0/24 no route on this machine covers, so test pods never shadow a real network. */
+async function unusedPrefix(): Promise<string> {
+  const { stdout } = await run('ip', ['-4', 'route', 'show', 'table', 'all'], { timeoutMs: 10_000 });
+  for (let i = 0; i < 50; i++) {
+    const prefix = `10.210.${randomInt(1, 255)}`;
+    if (!stdout.includes(`${prefix}.`)) return prefix;
+  }
+  throw new Error('no unused 10.210.x.0/24 subnet found');
+}
+
+/** A minimal valid RunPodSandbox config for a pod of the given name. */
+export function podConfig(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    metadata: { name, namespace: 'berth-test', uid: `uid-${name}`, attempt: 0 },
+    hostname: name,
+    log_directory: `/var/log/pods/berth-test_${name}`,
+    labels: { app: name, suite: 'berth' },
+    annotations: { 'berth.test/name': name },
+    ...extra,
+  };
+}
