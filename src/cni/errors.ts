@@ -35,15 +35,3 @@ export class CniError extends BerthError {
 }
 
 /** DEL keeps going past a failing plugin; this carries every failure so none is hidden. */
-export class CniDelError extends CniError {
-  override name = 'CniDelError';
-  constructor(
-    network: string,
-    readonly failures: CniError[],
-  ) {
-    super(
-      { command: 'DEL', network },
-      `${failures.length} plugin(s) failed: ${failures.map((f) => f.message).join('; ')}`,
-    );
-  }
-}

@@ -1,5 +1,5 @@
 import type { Logger } from '../log.js';
-import { CniDelError, CniError, type CniCommand } from './errors.js';
+import { CniError, type CniCommand } from './errors.js';
 import { invokePlugin } from './invoke.js';
 import { parseJson, type JsonObject } from './json.js';
 import { validateCniResult } from './result.js';
@@ -7,7 +7,7 @@ import type { CniAttachment, CniNetworkList, CniPluginConf, CniResult } from './
 import { compareCniVersions, isSupportedCniVersion } from './version.js';
 
 export * from './types.js';
-export { CniError, CniDelError, type CniCommand } from './errors.js';
+export { CniError, type CniCommand } from './errors.js';
 export { podIps } from './result.js';
 export { loadDefaultNetwork, loopbackNetwork, parseNetworkConfig, type LoadNetworkResult } from './config.js';
 
@@ -41,27 +41,18 @@ export class Cni {
   }
 
   /**
-   * DEL through the chain in reverse. Keeps going past failures so one broken plugin does not leak
-   * the others' resources (IP leases, iptables rules), then reports every failure at once.
+   * DEL through the chain in reverse, stopping at the first failure as libcni does: the plugins
+   * before it in the chain (IPAM above all) keep their state, so the IP is not handed to another
+   * pod while a later plugin may still hold rules for it. The caller retries the whole DEL.
    */
   async del(net: CniNetworkList, at: CniAttachment, prevResult?: CniResult): Promise<void> {
     const cniArgs = checkInputs('DEL', net, at);
     // prevResult on DEL arrived with spec 0.4.0; 0.3.x plugins may reject the unknown key.
     const prev =
       prevResult !== undefined && compareCniVersions(net.cniVersion, '0.4.0') >= 0 ? prevResult : undefined;
-    const failures: CniError[] = [];
     for (const plugin of [...net.plugins].reverse()) {
-      try {
-        await this.invoke('DEL', net, plugin, at, cniArgs, pluginConf(net, plugin, at, prev));
-      } catch (err) {
-        failures.push(
-          err instanceof CniError
-            ? err
-            : new CniError({ command: 'DEL', network: net.name, plugin: plugin.type }, String(err)),
-        );
-      }
+      await this.invoke('DEL', net, plugin, at, cniArgs, pluginConf(net, plugin, at, prev));
     }
-    if (failures.length > 0) throw new CniDelError(net.name, failures);
   }
 
   private async invoke(

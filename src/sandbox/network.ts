@@ -1,5 +1,7 @@
 import { Cni, loopbackNetwork, podIps } from '../cni/index.js';
 import type { CniAttachment, CniNetworkList, CniResult, PortMappingCap } from '../cni/types.js';
+import { BerthError, errorMessage } from '../errors.js';
+import { isMounted } from '../netns/index.js';
 import type { SandboxRow } from '../store/types.js';
 import type { SandboxSpec } from './types.js';
 
@@ -79,10 +81,15 @@ export async function detach(
   if (!row.cniConfigJson) return;
   const stored = JSON.parse(row.cniConfigJson) as StoredNetworking;
   const results = row.cniResultJson ? (JSON.parse(row.cniResultJson) as CniResult[]) : [];
+  // A pin that is no longer a mount (after a reboot) is a plain file: plugins reject it as a netns
+  // and would keep the lease. The spec allows an empty netns on DEL: clean the host side only.
+  const netnsMounted = stored.attachment.netnsPath !== '' && (await isMounted(stored.attachment.netnsPath));
+  const attachment = netnsMounted ? stored.attachment : { ...stored.attachment, netnsPath: '' };
   // Each network was attached on its own, so they are detached side by side.
   const outcomes = await Promise.allSettled(
-    stored.networks.map((network, i) => cni.del(network, stored.attachment, results[i])),
+    stored.networks.map((network, i) => cni.del(network, attachment, results[i])),
   );
   const failures = outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason as unknown] : []));
-  if (failures.length > 0) throw failures[0];
+  if (failures.length === 1) throw failures[0];
+  if (failures.length > 1) throw new BerthError(failures.map(errorMessage).join('; '));
 }
