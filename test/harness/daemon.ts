@@ -114,10 +114,12 @@ export class TestDaemon {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     this.proc = proc;
+    // After a kill -9 the old socket file and the old "serving" line are still there.
+    const outputBefore = this.output.length;
     proc.stderr?.on('data', (chunk: Buffer) => (this.output += chunk.toString()));
     await waitFor(async () => {
       if (proc.exitCode !== null) throw new Error(`berthd exited with ${proc.exitCode}:\n${this.output}`);
-      return existsSync(this.socket) && this.output.includes('serving CRI');
+      return existsSync(this.socket) && this.output.includes('serving CRI', outputBefore);
     }, 30_000);
     this.client = new CriClient(this.socket);
   }

@@ -1,0 +1,589 @@
+/**
+ * berthd's start-up repair (src/sandbox/recovery.ts) end to end: a real berthd over its CRI
+ * socket, real netns pins, CNI plugins (bridge + host-local), runc and catatonit. Each test
+ * breaks the daemon the way a crash, a kill -9 or a reboot would, starts it again and checks
+ * the host and SQLite agree with what the API reports. Needs root; sends no traffic.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import type { ServiceError } from '@grpc/grpc-js';
+import Database from 'better-sqlite3';
+import { run } from '../../src/exec.js';
+import { isMounted } from '../../src/netns/index.js';
+import { readMountInfo } from '../../src/netns/mountinfo.js';
+import { isRunning } from '../../src/process/index.js';
+import { FIXTURES, TestDaemon, podConfig, waitFor } from '../harness/daemon.js';
+
+const skip = process.getuid?.() !== 0 ? 'needs root' : false;
+const SUITE_TIMEOUT_MS = 300_000;
+/** Every step RunPodSandbox can be paused before, in the order it takes them. */
+const PAUSE_STEPS = ['netns', 'cni-add', 'infra-create', 'infra-start'] as const;
+type PauseStep = (typeof PAUSE_STEPS)[number];
+
+interface WireStatus {
+  id: string;
+  state: string;
+  created_at: string;
+  network: { ip: string };
+}
+
+/** The verbose info berth puts under `info.info` (src/sandbox/types.ts SandboxVerboseInfo). */
+interface VerboseInfo {
+  pid: number;
+  sandboxKey: string | null;
+  networkState: string;
+}
+
+interface PodStatus {
+  status: WireStatus;
+  info: VerboseInfo;
+}
+
+interface RowSummary {
+  id: string;
+  state: string;
+  step: string;
+  network_state: string;
+  pid: number;
+}
+
+/** One pino line of berthd's stderr. */
+type LogEntry = Record<string, unknown> & { msg?: string };
+
+// ---------------------------------------------------------------------------------------------
+// Talking to the daemon
+
+async function runPod(daemon: TestDaemon, name: string): Promise<string> {
+  const res = await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config: podConfig(name) });
+  assert.match(res.pod_sandbox_id, /^[0-9a-f]{64}$/);
+  return res.pod_sandbox_id;
+}
+
+async function podStatus(daemon: TestDaemon, id: string): Promise<PodStatus> {
+  type Response = { status: WireStatus; info: Record<string, string> };
+  const req = { pod_sandbox_id: id, verbose: true };
+  const res = await daemon.cri.call<Response>('PodSandboxStatus', req);
+  const info = res.info.info;
+  assert.ok(info, 'verbose PodSandboxStatus has no info');
+  return { status: res.status, info: JSON.parse(info) as VerboseInfo };
+}
+
+async function listedPods(daemon: TestDaemon): Promise<{ id: string; state: string }[]> {
+  const res = await daemon.cri.call<{ items: { id: string; state: string }[] }>('ListPodSandbox', {});
+  return res.items;
+}
+
+async function stopAndRemove(daemon: TestDaemon, id: string): Promise<void> {
+  await daemon.cri.call('StopPodSandbox', { pod_sandbox_id: id });
+  await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: id });
+}
+
+/** Awaits an rpc that must fail and returns its grpc error. */
+async function rpcError(call: Promise<unknown>): Promise<ServiceError> {
+  try {
+    await call;
+  } catch (err) {
+    assert.ok(err instanceof Error && 'details' in err, `not a grpc error: ${String(err)}`);
+    return err as ServiceError;
+  }
+  assert.fail('the rpc succeeded');
+}
+
+/**
+ * Starts the daemon and returns what it logged during this start-up (its recovery included).
+ * TestDaemon.start() alone can return before the new daemon serves: after a kill -9 the old
+ * socket file is still there and `output` already holds an earlier "serving CRI".
+ */
+async function startAndLog(daemon: TestDaemon, env: Record<string, string> = {}): Promise<LogEntry[]> {
+  const mark = daemon.output.length;
+  await daemon.start(env);
+  await waitFor(async () => daemon.output.includes('"serving CRI"', mark), 30_000);
+  return parseLog(daemon.output.slice(mark));
+}
+
+async function restart(daemon: TestDaemon, env: Record<string, string> = {}): Promise<LogEntry[]> {
+  await daemon.stop();
+  return startAndLog(daemon, env);
+}
+
+function parseLog(text: string): LogEntry[] {
+  const entries: LogEntry[] = [];
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    try {
+      entries.push(JSON.parse(line) as LogEntry);
+    } catch {
+      // A line cut by a kill: not a log entry.
+    }
+  }
+  return entries;
+}
+
+function assertLogged(log: LogEntry[], msg: string, fields: Record<string, unknown> = {}): void {
+  const found = log.some((e) => e.msg === msg && Object.entries(fields).every(([k, v]) => e[k] === v));
+  const wanted = JSON.stringify({ msg, ...fields });
+  assert.ok(found, `no log line ${wanted} in:\n${log.map((e) => JSON.stringify(e)).join('\n')}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Looking at the host
+
+function sandboxRows(daemon: TestDaemon): RowSummary[] {
+  const path = join(daemon.rootDir, 'berth.db');
+  if (!existsSync(path)) return [];
+  const db = new Database(path, { readonly: true });
+  try {
+    return db
+      .prepare('SELECT id, state, step, network_state, pid FROM sandboxes ORDER BY id')
+      .all() as RowSummary[];
+  } finally {
+    db.close();
+  }
+}
+
+/** Mount points inside the netns dir (the dir itself is bind-mounted on itself, and stays). */
+async function netnsMounts(daemon: TestDaemon): Promise<string[]> {
+  const prefix = `${daemon.netnsDir}/`;
+  return (await readMountInfo()).map((m) => m.mountPoint).filter((p) => p.startsWith(prefix));
+}
+
+async function assertNothingLeft(daemon: TestDaemon): Promise<void> {
+  assert.deepEqual(await listedPods(daemon), [], 'ListPodSandbox');
+  assert.deepEqual(sandboxRows(daemon), [], 'rows in SQLite');
+  assert.deepEqual(await daemon.netnsFiles(), [], 'files in the netns dir');
+  assert.deepEqual(await netnsMounts(daemon), [], 'mounts in the netns dir');
+  assert.deepEqual(await daemon.leasedIps(), [], 'host-local leases');
+  assert.deepEqual(await daemon.runcContainers(), [], 'runc containers');
+  assert.deepEqual(await daemon.sandboxDirs(), [], 'sandbox dirs');
+}
+
+/** Field 22 of /proc/<pid>/stat: tells a process from a later one that reused its pid. */
+async function startTime(pid: number): Promise<string> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const value = fields[19];
+  assert.ok(value, `cannot parse /proc/${pid}/stat`);
+  return value;
+}
+
+async function killProcess(pid: number): Promise<void> {
+  assert.ok(pid > 0 && (await isRunning(pid)), `infra pid ${pid} is not running`);
+  process.kill(pid, 'SIGKILL');
+  await waitFor(async () => !(await isRunning(pid)), 10_000);
+}
+
+async function infraPid(daemon: TestDaemon, id: string): Promise<number> {
+  const { info } = await podStatus(daemon, id);
+  assert.ok(info.pid > 0, `sandbox ${id} has no infra pid`);
+  return info.pid;
+}
+
+async function runcStatus(daemon: TestDaemon, id: string): Promise<string> {
+  const runcRoot = join(daemon.stateDir, 'runc');
+  const { stdout } = await run('runc', ['--root', runcRoot, 'state', id], { timeoutMs: 10_000 });
+  return (JSON.parse(stdout) as { status: string }).status;
+}
+
+/** Pids whose parent is `pid`. */
+async function childPids(pid: number): Promise<number[]> {
+  const children: number[] = [];
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => '');
+    const ppid = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1];
+    if (ppid === String(pid)) children.push(Number(name));
+  }
+  return children;
+}
+
+/**
+ * Waits until berthd has run no program (CNI plugin, runc, unshare) and its rows have not changed
+ * for a while: what it can still do on its own is done.
+ */
+async function waitUntilIdle(daemon: TestDaemon): Promise<void> {
+  const pid = daemon.proc?.pid;
+  assert.ok(pid, 'daemon not running');
+  let last = '';
+  let quietPolls = 0;
+  await waitFor(
+    async () => {
+      const busy = (await childPids(pid)).length > 0;
+      const snapshot = JSON.stringify(sandboxRows(daemon));
+      quietPolls = !busy && snapshot === last ? quietPolls + 1 : 0;
+      last = snapshot;
+      return quietPolls >= 5;
+    },
+    30_000,
+    100,
+  );
+}
+
+const hex = (): string => randomBytes(4).toString('hex');
+
+/** Creates a daemon for a describe block and destroys it (and all it left on the host) after. */
+function useDaemon(opts: Parameters<typeof TestDaemon.create>[0] = {}): () => TestDaemon {
+  let daemon: TestDaemon | undefined;
+  before(async () => {
+    daemon = await TestDaemon.create(opts);
+  });
+  after(async () => {
+    await daemon?.destroy();
+  });
+  return () => {
+    assert.ok(daemon, 'daemon not created');
+    return daemon;
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('restarts keep running pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  const daemon = useDaemon();
+
+  const bounces: [string, (d: TestDaemon) => Promise<unknown>][] = [
+    ['SIGTERM', (d) => restart(d)],
+    [
+      'kill -9',
+      async (d) => {
+        await d.kill9();
+        await startAndLog(d);
+      },
+    ],
+  ];
+  for (const [how, bounce] of bounces) {
+    test(`a ${how} restart leaves the pod READY with the same infra process`, async () => {
+      const d = daemon();
+      const id = await runPod(d, `keep-${hex()}`);
+      const before = await podStatus(d, id);
+      assert.equal(before.status.state, 'SANDBOX_READY');
+      assert.match(
+        before.status.network.ip,
+        new RegExp(`^${d.network.prefix.replaceAll('.', '\\.')}\\.\\d+$`),
+      );
+      const started = await startTime(before.info.pid);
+
+      await bounce(d);
+
+      const now = await podStatus(d, id);
+      assert.deepEqual(now.status, before.status);
+      assert.equal(now.info.pid, before.info.pid);
+      assert.equal(now.info.networkState, 'READY');
+      assert.ok(await isRunning(before.info.pid), 'infra process died');
+      assert.equal(await startTime(before.info.pid), started, 'infra process was replaced');
+      assert.ok(await isMounted(before.info.sandboxKey ?? ''), 'netns pin unmounted');
+      assert.deepEqual(await d.leasedIps(), [before.status.network.ip]);
+
+      await stopAndRemove(d, id);
+      await assertNothingLeft(d);
+    });
+  }
+
+  test('an infra process that died while the daemon was down makes the pod NOTREADY', async () => {
+    const d = daemon();
+    const id = await runPod(d, `dies-${hex()}`);
+    const pid = await infraPid(d, id);
+    await d.kill9();
+    await killProcess(pid);
+
+    const log = await startAndLog(d);
+
+    const { status, info } = await podStatus(d, id);
+    assert.equal(status.state, 'SANDBOX_NOTREADY');
+    assert.equal(info.pid, 0);
+    assert.deepEqual(
+      (await listedPods(d)).map((p) => [p.id, p.state]),
+      [[id, 'SANDBOX_NOTREADY']],
+    );
+    assertLogged(log, 'infra process is gone: sandbox is NOT READY', { sandbox: id });
+    await stopAndRemove(d, id);
+    await assertNothingLeft(d);
+  });
+});
+
+describe('a CNI plugin that fails ADD', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  const daemon = useDaemon({ cni: 'bridge+fail' });
+
+  test('fails RunPodSandbox naming the step and the plugin, and leaves nothing', async () => {
+    const d = daemon();
+    const err = await rpcError(d.cri.call('RunPodSandbox', { config: podConfig(`fail-${hex()}`) }));
+    assert.match(err.details, /refused by fixture/);
+    assert.match(err.details, /\bcni-add\b/);
+    assert.match(err.details, /berth-test-fail/);
+    // bridge took a lease before berth-test-fail refused: the undo's DEL must have released it.
+    await assertNothingLeft(d);
+  });
+});
+
+describe('kill -9 in the middle of RunPodSandbox', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  const daemon = useDaemon();
+
+  /**
+   * What must be done, and what must not have begun, when RunPodSandbox is paused before `step`.
+   * Only what holds whether steps run one after another or side by side: e.g. with infra and CNI
+   * in parallel, pausing before 'cni-add' may leave a running infra, so that is not checked.
+   */
+  async function assertStateBefore(d: TestDaemon, step: PauseStep, id: string): Promise<void> {
+    const pinned = await isMounted(join(d.netnsDir, `berth-${id}`));
+    const leases = (await d.leasedIps()).length;
+    assert.deepEqual(await d.sandboxDirs(), [id], 'sandbox dir');
+    switch (step) {
+      case 'netns':
+        assert.ok(!pinned, 'netns pinned before its step');
+        assert.equal(leases, 0, 'lease before netns');
+        assert.deepEqual(await d.runcContainers(), [], 'runc container before netns');
+        break;
+      case 'cni-add':
+        assert.ok(pinned, 'netns not pinned');
+        assert.equal(leases, 0, 'lease taken before cni-add');
+        break;
+      case 'infra-create':
+        assert.ok(pinned, 'netns not pinned');
+        assert.equal(leases, 1, 'CNI ADD not done');
+        assert.deepEqual(await d.runcContainers(), [], 'runc container before infra-create');
+        break;
+      case 'infra-start':
+        assert.ok(pinned, 'netns not pinned');
+        assert.equal(leases, 1, 'CNI ADD not done');
+        assert.deepEqual(await d.runcContainers(), [id], 'runc create not done');
+        assert.equal(await runcStatus(d, id), 'created', 'infra started before infra-start');
+        break;
+    }
+  }
+
+  for (const step of PAUSE_STEPS) {
+    test(`before '${step}': start-up rolls the sandbox back, and the pod can then be run`, async () => {
+      const d = daemon();
+      const config = podConfig(`crash-${step}-${hex()}`);
+      await restart(d, { BERTH_TEST_PAUSE_BEFORE_STEP: step });
+      // The rpc blocks for good at the pause point; it fails once the daemon is killed.
+      const pending = d.cri.call('RunPodSandbox', { config }).catch((err: unknown) => err);
+      const pauseFile = join(d.stateDir, `test-paused-${step}`);
+      await waitFor(() => d.fileExists(pauseFile), 30_000);
+      // Steps running beside the paused one finish first, so the kill finds a settled state.
+      await waitUntilIdle(d);
+
+      const [row] = sandboxRows(d);
+      assert.ok(row, 'no journal row');
+      assert.equal(row.state, 'CREATING');
+      await assertStateBefore(d, step, row.id);
+      assert.deepEqual(await listedPods(d), [], 'a CREATING sandbox is listed');
+
+      await d.kill9();
+      assert.ok((await pending) instanceof Error, 'the paused RunPodSandbox succeeded');
+      await rm(pauseFile);
+
+      const log = await startAndLog(d);
+      assertLogged(log, 'rolled back a RunPodSandbox interrupted by a daemon exit', { sandbox: row.id });
+      await assertNothingLeft(d);
+
+      const id = (await d.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config })).pod_sandbox_id;
+      assert.notEqual(id, row.id);
+      assert.equal((await podStatus(d, id)).status.state, 'SANDBOX_READY');
+      await stopAndRemove(d, id);
+      await assertNothingLeft(d);
+    });
+  }
+});
+
+/**
+ * The netns dir is on tmpfs by default (/var/run/netns), so a reboot usually takes the pin
+ * files with it; on disk, only their mounts go.
+ */
+const pinFates: [string, (path: string) => Promise<void>][] = [
+  ['unmounted', (path) => run('umount', [path], { timeoutMs: 10_000 }).then(() => undefined)],
+  [
+    'gone',
+    async (path) => {
+      await run('umount', [path], { timeoutMs: 10_000 });
+      await rm(path);
+    },
+  ],
+];
+for (const [fate, reboot] of pinFates) {
+  describe(`a reboot (netns pins ${fate})`, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+    const daemon = useDaemon();
+
+    test('makes pods NOTREADY and releases their leases', async () => {
+      const d = daemon();
+      const ids = [await runPod(d, `reboot-a-${hex()}`), await runPod(d, `reboot-b-${hex()}`)];
+      const statuses = await Promise.all(ids.map((id) => podStatus(d, id)));
+      assert.equal((await d.leasedIps()).length, 2);
+
+      // What a reboot does to berth's world: the daemon and every pod process die, the netns
+      // pins lose their mounts, and the boot marker on tmpfs is gone. The SQLite file survives.
+      await d.kill9();
+      for (const { info } of statuses) {
+        await killProcess(info.pid);
+        assert.ok(info.sandboxKey);
+        await reboot(info.sandboxKey);
+      }
+      await d.forgetBoot();
+
+      const log = await startAndLog(d);
+
+      assertLogged(log, 'first start since boot: pod processes and netns mounts are gone');
+      for (const id of ids) {
+        assertLogged(log, 'released the network of a sandbox lost in a reboot', { sandbox: id });
+        const { status, info } = await podStatus(d, id);
+        assert.equal(status.state, 'SANDBOX_NOTREADY');
+        assert.equal(info.pid, 0);
+        assert.equal(info.networkState, 'TORN_DOWN');
+      }
+      assert.deepEqual(await d.leasedIps(), []);
+      assert.deepEqual(await netnsMounts(d), []);
+      assert.deepEqual(await d.runcContainers(), []);
+
+      // A second start in the same boot is no reboot.
+      await d.kill9();
+      const again = await startAndLog(d);
+      assert.ok(!again.some((e) => e.msg?.startsWith('first start since boot')), 'reboot detected twice');
+
+      for (const id of ids) await d.cri.call('RemovePodSandbox', { pod_sandbox_id: id });
+      await assertNothingLeft(d);
+    });
+  });
+}
+
+describe('orphans', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  const daemon = useDaemon();
+
+  test('start-up removes netns pins, runc containers and dirs that no row records', async () => {
+    const d = daemon();
+    const kept = await runPod(d, `kept-${hex()}`);
+    const keptBefore = await podStatus(d, kept);
+    const lost = await runPod(d, `lost-${hex()}`);
+    const lostPid = await infraPid(d, lost);
+    await d.kill9();
+
+    // A row lost with the daemon down: its netns pin, runc container and dir are orphans.
+    const db = new Database(join(d.rootDir, 'berth.db'));
+    try {
+      assert.equal(db.prepare('DELETE FROM sandboxes WHERE id = ?').run(lost).changes, 1);
+    } finally {
+      db.close();
+    }
+    // A pin of berth's naming that nothing ever recorded, and a file that is not berth's.
+    const orphanNetns = join(d.netnsDir, `berth-orphan-${hex()}`);
+    await writeFile(orphanNetns, '');
+    await run('unshare', [`--net=${orphanNetns}`, 'true'], { timeoutMs: 10_000 });
+    assert.ok(await isMounted(orphanNetns));
+    const foreign = join(d.netnsDir, `other-${hex()}`);
+    await writeFile(foreign, '');
+
+    const log = await startAndLog(d);
+
+    const lostNetns = join(d.netnsDir, `berth-${lost}`);
+    for (const path of [orphanNetns, lostNetns]) {
+      assert.ok(!existsSync(path), `${path} still exists`);
+      assert.ok(!(await isMounted(path)), `${path} still mounted`);
+      assertLogged(log, 'removed a netns pin with no sandbox record', { netns: path });
+    }
+    assert.ok(existsSync(foreign), 'a netns dir file without the berth- prefix was removed');
+    await rm(foreign);
+    assert.deepEqual(await d.runcContainers(), [kept]);
+    assertLogged(log, 'deleted a runc container with no sandbox record', { container: lost });
+    assert.ok(!(await isRunning(lostPid)), 'the orphan infra process still runs');
+    assert.deepEqual(await d.sandboxDirs(), [kept]);
+    assertLogged(log, 'removed a sandbox dir with no record', { dir: lost });
+
+    // The recorded pod is untouched.
+    assert.deepEqual(await podStatus(d, kept), keptBefore);
+    assert.ok(await isRunning(keptBefore.info.pid));
+    assert.deepEqual(await netnsMounts(d), [keptBefore.info.sandboxKey]);
+    await stopAndRemove(d, kept);
+    // Not checked: the lost pod's host-local lease. Without its row berth has no CNI config and
+    // result to run DEL with, so nothing releases it (the describe's daemon takes it away).
+    assert.deepEqual(sandboxRows(d), []);
+    assert.deepEqual(await d.netnsFiles(), []);
+    assert.deepEqual(await netnsMounts(d), []);
+    assert.deepEqual(await d.runcContainers(), []);
+    assert.deepEqual(await d.sandboxDirs(), []);
+  });
+});
+
+describe('a CNI DEL that fails', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  const daemon = useDaemon();
+  let failDelFile = '';
+  let callLog = '';
+
+  /** The harness's bridge network with berth-test-flaky chained after it. */
+  before(async () => {
+    const d = daemon();
+    failDelFile = join(d.base, 'fail-del');
+    callLog = join(d.base, 'flaky-calls');
+    assert.ok(existsSync(join(FIXTURES, 'cni', 'berth-test-flaky')));
+    const conf = {
+      cniVersion: '1.0.0',
+      name: `berth-test-${d.tag}`,
+      plugins: [
+        {
+          type: 'bridge',
+          bridge: d.network.bridge,
+          isGateway: true,
+          ipMasq: false,
+          ipam: {
+            type: 'host-local',
+            ranges: [[{ subnet: `${d.network.prefix}.0/24` }]],
+            dataDir: d.network.ipamDir,
+          },
+        },
+        { type: 'berth-test-flaky', failDelFile, callLogFile: callLog },
+      ],
+    };
+    await writeFile(join(d.cniConfDir, '10-test.conflist'), JSON.stringify(conf));
+  });
+
+  /** How many DELs berth-test-flaky has seen for the sandbox. */
+  async function flakyDels(id: string): Promise<number> {
+    const text = await readFile(callLog, 'utf8').catch(() => '');
+    return text.split('\n').filter((line) => line === `DEL ${id}`).length;
+  }
+
+  test('is retried by Stop, Remove and after a restart, never forgotten', async () => {
+    const d = daemon();
+    const id = await runPod(d, `flaky-${hex()}`);
+    const { status } = await podStatus(d, id);
+    assert.deepEqual(await d.leasedIps(), [status.network.ip]);
+    assert.equal(await flakyDels(id), 0);
+    await writeFile(failDelFile, '');
+
+    const stopErr = await rpcError(d.cri.call('StopPodSandbox', { pod_sandbox_id: id }));
+    assert.match(stopErr.details, /\bcni-del\b/);
+    assert.match(stopErr.details, /berth-test-flaky: DEL refused/);
+    assert.equal(await flakyDels(id), 1);
+    // libcni stops a chain's DEL at the first failure: the IP must not go to another pod while a
+    // plugin chained after the IPAM one (portmap, firewall, ...) may still hold state for it.
+    assert.deepEqual(await d.leasedIps(), [status.network.ip], 'lease released by a failed DEL');
+    let now = await podStatus(d, id);
+    assert.equal(now.status.state, 'SANDBOX_NOTREADY');
+    assert.equal(now.info.networkState, 'READY', 'a failed DEL marked the network torn down');
+
+    const removeErr = await rpcError(d.cri.call('RemovePodSandbox', { pod_sandbox_id: id }));
+    assert.match(removeErr.details, /berth-test-flaky: DEL refused/);
+    assert.equal(await flakyDels(id), 2, 'Remove did not retry the DEL');
+    assert.deepEqual(
+      sandboxRows(d).map((r) => [r.id, r.network_state]),
+      [[id, 'READY']],
+    );
+
+    await restart(d);
+    assert.deepEqual(
+      (await listedPods(d)).map((p) => [p.id, p.state]),
+      [[id, 'SANDBOX_NOTREADY']],
+    );
+    now = await podStatus(d, id);
+    assert.equal(now.info.networkState, 'READY');
+
+    await rm(failDelFile);
+    await d.cri.call('StopPodSandbox', { pod_sandbox_id: id });
+    assert.equal(await flakyDels(id), 3);
+    assert.equal((await podStatus(d, id)).info.networkState, 'TORN_DOWN');
+    assert.deepEqual(await d.leasedIps(), []);
+    await d.cri.call('RemovePodSandbox', { pod_sandbox_id: id });
+    await assertNothingLeft(d);
+  });
+});
