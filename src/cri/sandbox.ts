@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from '../errors.js';
+import { nowNanos } from '../time.js';
 import type { SandboxService } from '../sandbox/service.js';
 import type {
   NamespaceMode,
@@ -56,7 +57,7 @@ export function sandboxHandlers(sandboxes: SandboxService): UnaryTable {
         status: toWireStatus(view),
         info: info ? { info: JSON.stringify(info) } : {},
         containers_statuses: [],
-        timestamp: (BigInt(Date.now()) * 1_000_000n).toString(),
+        timestamp: nowNanos(),
       };
     },
     ListPodSandbox: async (req: ListPodSandboxRequest) => ({

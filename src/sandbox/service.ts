@@ -19,6 +19,7 @@ import { KeyedLock } from './lock.js';
 import { attach, attachmentFor, detach, storedNetworking } from './network.js';
 import type { SandboxFilter, SandboxSpec, SandboxVerboseInfo, SandboxView } from './types.js';
 import { Steps, allSettledOrThrow } from './steps.js';
+import { nowNanos } from '../time.js';
 
 /** Names of berth's netns pins start with this, so restart repair can tell ours from others'. */
 export const NETNS_PREFIX = 'berth-';
@@ -385,12 +386,4 @@ export function cgroupsPath(driver: BerthConfig['cgroupDriver'], parent: string,
   if (driver === 'systemd') return `${parent || 'system.slice'}:berth:${id}`;
   const base = parent ? (parent.startsWith('/') ? parent : `/${parent}`) : '/berth';
   return `${base.replace(/\/+$/, '')}/${id}`;
-}
-
-/** Wall clock at start-up plus monotonic time since: nanosecond resolution that never runs backwards. */
-const WALL_BASE_NS = BigInt(Date.now()) * 1_000_000n;
-const HR_BASE_NS = process.hrtime.bigint();
-
-export function nowNanos(): string {
-  return (WALL_BASE_NS + (process.hrtime.bigint() - HR_BASE_NS)).toString();
 }
