@@ -46,6 +46,7 @@ export function defaultConfig(): BerthConfig {
     cniConfDir: '/etc/cni/net.d',
     cniBinDirs: ['/opt/cni/bin', '/usr/lib/cni'],
     netnsDir: '/var/run/netns',
+    registryConfig: '/etc/berth/registries.toml',
     runtime: 'runc',
     cgroupDriver: 'cgroupfs',
     logLevel: 'info',
@@ -173,6 +174,13 @@ const FLAGS: readonly FlagDef[] = [
     help: 'where pod network namespaces are pinned',
     shownDefault: (d) => d.netnsDir,
     apply: lastWins('netnsDir', absolutePath),
+  },
+  {
+    name: '--registry-config',
+    arg: 'PATH',
+    help: 'registry mirrors, insecure hosts and credentials (TOML; a missing file is fine)',
+    shownDefault: (d) => d.registryConfig,
+    apply: lastWins('registryConfig', absolutePath),
   },
   {
     name: '--runtime',
@@ -312,6 +320,9 @@ const FILE_SCHEME: { [key: string]: KeyReader | Section } = {
   },
   netns: {
     dir: key('netnsDir', str(absolutePath)),
+  },
+  image: {
+    registry_config: key('registryConfig', str(absolutePath)),
   },
   runtime: {
     path: key('runtime', str(runtimePath)),
@@ -526,6 +537,9 @@ durations like "500ms", "30s", "1m30s"), with the defaults:
 
   [netns]
   dir = "${d.netnsDir}"
+
+  [image]
+  registry_config = "${d.registryConfig}"    # mirrors, insecure hosts, credentials
 
   [runtime]
   path = "${d.runtime}"      # absolute path, or a name looked up in PATH

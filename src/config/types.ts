@@ -12,6 +12,8 @@ export interface BerthConfig {
   cniConfDir: string;
   cniBinDirs: string[];
   netnsDir: string;
+  /** TOML file of registry mirrors, insecure hosts and credentials; a missing file means defaults. */
+  registryConfig: string;
   /** Path or name of the OCI runtime binary (runc). */
   runtime: string;
   cgroupDriver: CgroupDriver;

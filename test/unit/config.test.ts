@@ -61,6 +61,9 @@ timeout = "1m30s"
 [netns]
 dir = "/srv/netns"
 
+[image]
+registry_config = "/srv/registries.toml"
+
 [runtime]
 path = "/usr/local/sbin/runc"
 timeout = "500ms"
@@ -78,6 +81,7 @@ describe('loadConfig defaults', () => {
       cniConfDir: '/etc/cni/net.d',
       cniBinDirs: ['/opt/cni/bin', '/usr/lib/cni'],
       netnsDir: '/var/run/netns',
+      registryConfig: '/etc/berth/registries.toml',
       runtime: 'runc',
       cgroupDriver: 'cgroupfs',
       logLevel: 'info',
@@ -114,6 +118,7 @@ describe('loadConfig config file', () => {
       cniConfDir: '/srv/cni/conf',
       cniBinDirs: ['/srv/cni/bin', '/srv/cni/bin2'],
       netnsDir: '/srv/netns',
+      registryConfig: '/srv/registries.toml',
       runtime: '/usr/local/sbin/runc',
       cgroupDriver: 'cgroupfs',
       logLevel: 'debug',
