@@ -1,0 +1,97 @@
+/**
+ * Errors of the registry client. The CRI layer maps them to gRPC codes (src/cri/status.ts); each
+ * class says which code it stands for.
+ */
+import { BerthError, NotFoundError } from '../errors.js';
+
+/**
+ * A registry did not serve what was asked, for a reason other than those below: a 5xx, an
+ * unexpected status, a malformed or oversized manifest, a digest that does not match, a timeout.
+ * CRI: UNKNOWN.
+ */
+export class RegistryError extends BerthError {
+  override name = 'RegistryError';
+  constructor(
+    message: string,
+    /** Base URL of the endpoint that failed, when one did. */
+    readonly endpoint?: string,
+    /** HTTP status, when the failure was an HTTP answer. */
+    readonly status?: number,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The registry refused us, after we tried the credentials we had (or had none to try).
+ * `reason` picks the CRI code: 'unauthenticated' (HTTP 401: credentials missing or wrong) →
+ * UNAUTHENTICATED; 'denied' (HTTP 403: valid credentials without access) → PERMISSION_DENIED.
+ * Final: no other endpoint is tried after it.
+ */
+export class RegistryAuthError extends RegistryError {
+  override name = 'RegistryAuthError';
+  constructor(
+    message: string,
+    readonly reason: 'unauthenticated' | 'denied',
+    endpoint?: string,
+    status?: number,
+  ) {
+    super(message, endpoint, status);
+  }
+}
+
+/**
+ * The origin registry says the manifest (tag or digest) or blob does not exist. A NotFoundError,
+ * so the CRI layer already maps it to NOT_FOUND. `kind` is 'manifest' or 'blob'.
+ */
+export class RegistryNotFoundError extends NotFoundError {
+  override name = 'RegistryNotFoundError';
+  constructor(
+    kind: 'manifest' | 'blob',
+    /** The full reference (or `name@digest` for a blob). */
+    readonly reference: string,
+    readonly endpoint: string,
+  ) {
+    super(kind, reference);
+    this.message = `${kind} unknown: ${reference} not found at ${endpoint}`;
+  }
+}
+
+/** One failed try of one endpoint, as reported by RegistryUnavailableError. */
+export interface EndpointFailure {
+  endpoint: string;
+  error: Error;
+}
+
+/**
+ * Every endpoint (mirrors, then origin) failed without a final answer: connection errors, 5xx,
+ * timeouts, a mirror's 404. Lists each endpoint's failure. CRI: UNKNOWN (or UNAVAILABLE).
+ */
+export class RegistryUnavailableError extends RegistryError {
+  override name = 'RegistryUnavailableError';
+  constructor(
+    what: string,
+    readonly failures: readonly EndpointFailure[],
+  ) {
+    super(
+      `${what}: every endpoint failed: ${failures.map((f) => `${f.endpoint}: ${f.error.message}`).join('; ')}`,
+    );
+  }
+}
+
+/**
+ * An image index has no manifest for the wanted platform. The message lists those it has.
+ * A NotFoundError, so CRI: NOT_FOUND (as containerd's "no match for platform in manifest").
+ */
+export class PlatformNotFoundError extends NotFoundError {
+  override name = 'PlatformNotFoundError';
+  constructor(
+    readonly wanted: string,
+    readonly available: readonly string[],
+  ) {
+    super('platform', wanted);
+    this.message =
+      `no manifest for platform ${wanted} in the image index; it has ` +
+      (available.length > 0 ? available.join(', ') : 'no platform-specific manifests');
+  }
+}
