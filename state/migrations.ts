@@ -56,6 +56,81 @@ CREATE TABLE sandboxes (
 CREATE UNIQUE INDEX sandboxes_metadata ON sandboxes (namespace, name, uid, attempt);
 `;
 
+/**
+ * Pulled images. An image's identity is its config digest (what CRI calls the image id); one
+ * image has any number of names, each a repo tag or a repo digest, and a name belongs to exactly
+ * one image, so re-pulling a tag moves the name rather than duplicating it.
+ *
+ * layers_json is the ordered layer list (base first) as the manifest gives it. It stays JSON
+ * rather than a join table: it is only ever read whole, and the two places that need reverse
+ * look-ups (is a layer or blob still used?) run at delete time over at most a few hundred rows.
+ *
+ * `layers` has one row per uncompressed layer (diff_id), shared by every image that contains it,
+ * so a layer is unpacked once. blob_digest is the compressed blob it was unpacked from.
+ *
+ * Digests are pinned to sha256 with lowercase hex: they become file names under blobs/ and
+ * layers/, so the schema refuses anything that could escape those directories. Timestamps follow
+ * the rule of migration 1 (canonical decimal int64 nanoseconds).
+ */
+const createImages = `
+CREATE TABLE images (
+  id                  TEXT    NOT NULL PRIMARY KEY CHECK (
+                                length(id) = 71 AND id GLOB 'sha256:*'
+                                AND substr(id, 8) NOT GLOB '*[^0-9a-f]*'
+                              ),
+  manifest_digest     TEXT    NOT NULL CHECK (
+                                length(manifest_digest) = 71 AND manifest_digest GLOB 'sha256:*'
+                                AND substr(manifest_digest, 8) NOT GLOB '*[^0-9a-f]*'
+                              ),
+  manifest_media_type TEXT    NOT NULL,
+  config_json         TEXT    NOT NULL CHECK (json_valid(config_json)),
+  size                INTEGER NOT NULL CHECK (size >= 0),
+  layers_json         TEXT    NOT NULL CHECK (json_valid(layers_json) AND json_type(layers_json) = 'array'),
+  created_at          TEXT    NOT NULL CHECK (
+                                length(created_at) BETWEEN 1 AND 19
+                                AND created_at NOT GLOB '*[^0-9]*'
+                                AND (created_at = '0' OR created_at NOT GLOB '0*')
+                              ),
+  last_used_at        TEXT    NOT NULL CHECK (
+                                length(last_used_at) BETWEEN 1 AND 19
+                                AND last_used_at NOT GLOB '*[^0-9]*'
+                                AND (last_used_at = '0' OR last_used_at NOT GLOB '0*')
+                              ),
+  pinned              INTEGER NOT NULL CHECK (pinned IN (0, 1))
+) STRICT;
+
+CREATE TABLE image_names (
+  name     TEXT NOT NULL PRIMARY KEY CHECK (name <> ''),
+  image_id TEXT NOT NULL REFERENCES images (id) ON DELETE CASCADE,
+  -- A repo digest is the only kind of name with an '@' (repo@sha256:...).
+  kind     TEXT NOT NULL CHECK (
+             kind IN ('tag', 'digest') AND (kind = 'digest') = (instr(name, '@') > 0)
+           )
+) STRICT;
+
+-- For the cascade and for "which names does this image have".
+CREATE INDEX image_names_image_id ON image_names (image_id);
+
+CREATE TABLE layers (
+  diff_id     TEXT    NOT NULL PRIMARY KEY CHECK (
+                        length(diff_id) = 71 AND diff_id GLOB 'sha256:*'
+                        AND substr(diff_id, 8) NOT GLOB '*[^0-9a-f]*'
+                      ),
+  blob_digest TEXT    NOT NULL CHECK (
+                        length(blob_digest) = 71 AND blob_digest GLOB 'sha256:*'
+                        AND substr(blob_digest, 8) NOT GLOB '*[^0-9a-f]*'
+                      ),
+  size        INTEGER NOT NULL CHECK (size >= 0),
+  unpacked    INTEGER NOT NULL CHECK (unpacked IN (0, 1)),
+  created_at  TEXT    NOT NULL CHECK (
+                        length(created_at) BETWEEN 1 AND 19
+                        AND created_at NOT GLOB '*[^0-9]*'
+                        AND (created_at = '0' OR created_at NOT GLOB '0*')
+                      )
+) STRICT;
+`;
+
 export const migrations: readonly Migration[] = [
   { version: 1, name: 'create sandboxes', sql: createSandboxes },
+  { version: 2, name: 'create images', sql: createImages },
 ];

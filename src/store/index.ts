@@ -5,10 +5,23 @@ import Database from 'better-sqlite3';
 
 import { migrate } from '../../state/migrate.js';
 import { AlreadyExistsError, NotFoundError } from '../errors.js';
+import { ImageRepo } from './images.js';
 import { SANDBOX_COLUMNS, fromRecord, toRecord, type SandboxRecord } from './sandbox-record.js';
 import type { SandboxPatch, SandboxRow } from './types.js';
 
 export type { NetworkState, SandboxPatch, SandboxRow, SandboxState } from './types.js';
+export type {
+  DeletedImage,
+  ImageLayerRef,
+  ImageNames,
+  ImageNameKind,
+  ImageRecord,
+  ImageWithNames,
+  LayerRecord,
+  NewLayer,
+  RemovedName,
+} from './types.js';
+export { ImageRepo } from './images.js';
 export { SchemaTooNewError } from '../../state/migrate.js';
 
 /** How long a statement waits for another connection's lock (e.g. an operator's sqlite3 shell). */
@@ -33,11 +46,14 @@ interface Statements {
  * on the calling thread, so no two store calls interleave within the process.
  */
 export class Store {
+  /** Images, their names and their layers; same database and connection. */
+  readonly images: ImageRepo;
   private readonly statements: Statements;
   private readonly updateInTransaction: Database.Transaction<(id: string, patch: SandboxPatch) => void>;
 
   private constructor(private readonly db: Database.Database) {
     this.statements = prepareStatements(db);
+    this.images = new ImageRepo(db);
     // Read, merge and write under one lock so a concurrent writer cannot slip in between.
     this.updateInTransaction = db.transaction((id: string, patch: SandboxPatch): void => {
       const current = this.statements.get.get(id);

@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 
 import { AlreadyExistsError, NotFoundError } from '../../src/errors.js';
+import { migrations } from '../../state/migrations.js';
 import { SchemaTooNewError, Store, type SandboxPatch, type SandboxRow } from '../../src/store/index.js';
 
 function sandbox(overrides: Partial<SandboxRow> = {}): SandboxRow {
@@ -186,7 +187,7 @@ describe('Store sandboxes', () => {
 
     const raw = new Database(path, { readonly: true });
     try {
-      assert.equal(raw.pragma('user_version', { simple: true }), 1);
+      assert.equal(raw.pragma('user_version', { simple: true }), migrations.length);
       assert.equal(raw.pragma('journal_mode', { simple: true }), 'wal');
     } finally {
       raw.close();

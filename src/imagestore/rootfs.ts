@@ -1,0 +1,183 @@
+/**
+ * Container root filesystems: an overlayfs per container with the image's unpacked layers as
+ * read-only lowers and a private upper, under `<root>/containers/<id>/`:
+ *
+ *   upper/   the container's writes
+ *   work/    overlayfs scratch space (same filesystem as upper/, as the kernel requires)
+ *   l/<n>    short symlinks to the layers' fs dirs, lowerdir order (l/0 is the top-most)
+ *   rootfs/  the mount point
+ *
+ * Why l/: mount(2) takes its options in one page (4096 bytes). Absolute layer paths are ~90
+ * bytes each, so an image with ~40 layers would not fit; Docker's overlay2 hit the same limit.
+ * We run mount with cwd = the container dir and name each lower by a 3–4 byte relative link,
+ * which the kernel resolves against the mounting process's cwd. That fits overlayfs's own
+ * maximum of 500 lowers in the page.
+ */
+import { mkdir, readdir, rm, stat, symlink } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+
+import { AlreadyExistsError, InvalidArgumentError, NotFoundError } from '../errors.js';
+import { run } from '../exec.js';
+import { canonicalPath, readMountInfo, topMount } from '../netns/mountinfo.js';
+import { RootfsError } from './errors.js';
+import { isErrno } from './fsutil.js';
+import { LayerStore } from './layers.js';
+
+/** Mounting and unmounting are local syscalls; they only take long when the host is in trouble. */
+const MOUNT_TIMEOUT_MS = 30_000;
+/** The kernel copies mount data into one page and rejects anything longer. */
+const MOUNT_DATA_MAX = 4095;
+/** A rootfs stacked more than this many times is not ours to keep unmounting. */
+const MAX_UNMOUNTS = 8;
+
+export function containerDir(containerId: string, rootDir: string): string {
+  checkContainerId(containerId);
+  return join(resolve(rootDir), 'containers', containerId);
+}
+
+export function rootfsPath(containerId: string, rootDir: string): string {
+  return join(containerDir(containerId, rootDir), 'rootfs');
+}
+
+/**
+ * Mounts a fresh overlay rootfs for `containerId` and returns its path.
+ *
+ * `layerDiffIds` are bottom-first (base layer first), the order of the image config's
+ * rootfs.diff_ids and of the manifest's layers; overlayfs wants top-most first, which this
+ * function takes care of. Every layer must be committed (LayerStore.commitLayer). An image
+ * without layers gets an empty lower dir.
+ *
+ * Throws AlreadyExistsError if the container dir exists (removeRootfs it first), NotFoundError
+ * for a missing layer, RootfsError if mounting fails. On any failure nothing is left behind.
+ */
+export async function prepareRootfs(
+  containerId: string,
+  layerDiffIds: readonly string[],
+  rootDir: string,
+): Promise<string> {
+  const dir = containerDir(containerId, rootDir);
+  const target = join(dir, 'rootfs');
+  const layers = new LayerStore(rootDir);
+  // Checked before anything is created: a missing layer is the likely failure, and the clearest.
+  const lowers = [...layerDiffIds].reverse().map((diffId) => ({ diffId, fs: layers.fsDir(diffId) }));
+  for (const { diffId, fs } of lowers) {
+    if (!(await isDir(fs))) throw new NotFoundError('layer', diffId);
+  }
+
+  await mkdir(join(resolve(rootDir), 'containers'), { recursive: true, mode: 0o711 });
+  try {
+    await mkdir(dir, { mode: 0o711 });
+  } catch (err) {
+    if (isErrno(err, 'EEXIST')) throw new AlreadyExistsError(`rootfs dir of container ${containerId} exists`);
+    throw err;
+  }
+  try {
+    // upper/'s root becomes the merged root: 0755 like any /.
+    await mkdir(join(dir, 'upper'), { mode: 0o755 });
+    await mkdir(join(dir, 'work'), { mode: 0o700 });
+    await mkdir(target, { mode: 0o755 });
+    await mkdir(join(dir, 'l'), { mode: 0o700 });
+    const lowerdir: string[] = [];
+    for (const [index, { fs }] of lowers.entries()) {
+      const link = `l/${index.toString(36)}`;
+      await symlink(fs, join(dir, link));
+      lowerdir.push(link);
+    }
+    if (lowerdir.length === 0) {
+      await mkdir(join(dir, 'empty'), { mode: 0o755 });
+      lowerdir.push('empty');
+    }
+    const options = [`lowerdir=${lowerdir.join(':')}`, 'upperdir=upper', 'workdir=work'];
+    // As containerd and Docker do: with index=on (some distros' default) a lower reused under
+    // other uppers, or a layer dir that moved, can fail to mount with "failed to verify origin".
+    if (await exists('/sys/module/overlay/parameters/index')) options.push('index=off');
+    const data = options.join(',');
+    if (data.length > MOUNT_DATA_MAX) {
+      throw new InvalidArgumentError(
+        'layers',
+        `${layerDiffIds.length} layers exceed the mount options limit`,
+      );
+    }
+    await run('mount', ['-t', 'overlay', 'overlay', '-o', data, target], {
+      cwd: dir,
+      timeoutMs: MOUNT_TIMEOUT_MS,
+    });
+    return target;
+  } catch (err) {
+    await removeRootfs(containerId, rootDir).catch(() => undefined);
+    throw err instanceof InvalidArgumentError ? err : new RootfsError(containerId, 'mount', err);
+  }
+}
+
+/**
+ * Unmounts the container's rootfs and deletes its dir, upper layer included. Idempotent. A busy
+ * mount is detached lazily (it goes away when its last user does). The caller makes sure the
+ * container is stopped: files still in use by a process would be deleted under it.
+ */
+export async function removeRootfs(containerId: string, rootDir: string): Promise<void> {
+  const dir = containerDir(containerId, rootDir);
+  const target = join(dir, 'rootfs');
+  for (let i = 0; await isMountPoint(target); i++) {
+    if (i >= MAX_UNMOUNTS) {
+      throw new RootfsError(
+        containerId,
+        'unmount',
+        new Error(`${target} is still mounted after ${i} unmounts`),
+      );
+    }
+    try {
+      await run('umount', [target], { timeoutMs: MOUNT_TIMEOUT_MS });
+    } catch (err) {
+      try {
+        await run('umount', ['--lazy', target], { timeoutMs: MOUNT_TIMEOUT_MS });
+      } catch {
+        throw new RootfsError(containerId, 'unmount', err);
+      }
+    }
+  }
+  // Never reached with the overlay still mounted: rm would then walk the merged view.
+  await rm(dir, { recursive: true, force: true });
+}
+
+export async function isRootfsMounted(containerId: string, rootDir: string): Promise<boolean> {
+  return isMountPoint(rootfsPath(containerId, rootDir));
+}
+
+/** Container ids become a directory name. */
+function checkContainerId(id: string): void {
+  if (id === '' || id === '.' || id === '..' || id.includes('/') || id.includes('\0')) {
+    throw new InvalidArgumentError('container id', `${JSON.stringify(id)} is not a plain file name`);
+  }
+}
+
+async function isMountPoint(path: string): Promise<boolean> {
+  const canonical = await canonicalPath(path);
+  if (canonical === null) return false;
+  return topMount(await readMountInfo(), canonical) !== undefined;
+}
+
+async function isDir(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isDirectory();
+  } catch (err) {
+    if (isErrno(err, 'ENOENT', 'ENOTDIR')) return false;
+    throw err;
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Container ids with a rootfs dir, for reconciling with the containers the daemon knows. */
+export async function listRootfsDirs(rootDir: string): Promise<string[]> {
+  try {
+    return await readdir(join(resolve(rootDir), 'containers'));
+  } catch (err) {
+    if (isErrno(err, 'ENOENT')) return [];
+    throw err;
+  }
+}
