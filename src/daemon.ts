@@ -3,6 +3,13 @@ import { join } from 'node:path';
 import { Cni } from './cni/index.js';
 import type { BerthConfig } from './config/types.js';
 import { serveCri, type CriServer } from './cri/server.js';
+import { Puller } from './image/pull.js';
+import { sweepImageStore } from './image/recovery.js';
+import { ImageService } from './image/service.js';
+import { ContentStore } from './imagestore/content.js';
+import { LayerStore } from './imagestore/layers.js';
+import { RegistryClient } from './registry/client.js';
+import { loadRegistryHosts } from './registry/hosts.js';
 import type { Logger } from './log.js';
 import { prepareNetnsDir } from './netns/index.js';
 import { ensureInfraRootfs } from './oci/infra.js';
@@ -43,7 +50,24 @@ export async function startDaemon(
   });
 
   const report = await recover({ config, store, cni, runc, logger });
-  logger.info({ ...report, ms: Date.now() - started }, 'state recovered');
+  const content = new ContentStore(config.rootDir);
+  const layers = new LayerStore(config.rootDir);
+  const imageSweep = await sweepImageStore(store.images, content, layers, logger);
+  logger.info({ ...report, imageSweep, ms: Date.now() - started }, 'state recovered');
+
+  const registry = new RegistryClient({
+    hosts: await loadRegistryHosts(config.registryConfig),
+    timeoutMs: config.registryTimeoutMs,
+    logger,
+  });
+  const images = new ImageService({
+    repo: store.images,
+    content,
+    layers,
+    puller: new Puller({ registry, content, layers, repo: store.images, logger }),
+    rootDir: config.rootDir,
+    logger,
+  });
 
   const sandboxes = new SandboxService({
     config,
@@ -56,7 +80,7 @@ export async function startDaemon(
   });
   let server: CriServer;
   try {
-    server = await serveCri(config, sandboxes, logger);
+    server = await serveCri(config, { sandboxes, images }, logger);
   } catch (err) {
     store.close();
     throw err;

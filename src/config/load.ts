@@ -52,6 +52,7 @@ export function defaultConfig(): BerthConfig {
     logLevel: 'info',
     cniTimeoutMs: 30_000,
     runtimeTimeoutMs: 30_000,
+    registryTimeoutMs: 60_000,
     stopGraceMs: 10_000,
   };
 }
@@ -323,6 +324,7 @@ const FILE_SCHEME: { [key: string]: KeyReader | Section } = {
   },
   image: {
     registry_config: key('registryConfig', str(absolutePath)),
+    registry_timeout: key('registryTimeoutMs', duration(1)),
   },
   runtime: {
     path: key('runtime', str(runtimePath)),
@@ -540,6 +542,7 @@ durations like "500ms", "30s", "1m30s"), with the defaults:
 
   [image]
   registry_config = "${d.registryConfig}"    # mirrors, insecure hosts, credentials
+  registry_timeout = "${formatDuration(d.registryTimeoutMs)}"    # per request; also the longest stall of a download
 
   [runtime]
   path = "${d.runtime}"      # absolute path, or a name looked up in PATH

@@ -20,6 +20,8 @@ export interface BerthConfig {
   logLevel: LogLevel;
   /** Deadline for each CNI plugin exec. */
   cniTimeoutMs: number;
+  /** A registry request's deadline for an answer, and the longest a download may stall. */
+  registryTimeoutMs: number;
   /** Deadline for each runc exec. */
   runtimeTimeoutMs: number;
   /** Grace period between SIGTERM and SIGKILL when stopping a pod's infra process. */

@@ -3,8 +3,10 @@ import { chmod, mkdir, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { BerthConfig } from '../config/types.js';
 import type { Logger } from '../log.js';
+import type { ImageService } from '../image/service.js';
 import type { SandboxService } from '../sandbox/service.js';
 import { implement } from './handler.js';
+import { imageHandlers } from './image.js';
 import { loadCriServices } from './loader.js';
 import { runtimeHandlers } from './runtime.js';
 import { sandboxHandlers } from './sandbox.js';
@@ -13,12 +15,14 @@ export interface CriServer {
   close(): Promise<void>;
 }
 
+export interface CriDomains {
+  sandboxes: SandboxService;
+  images: ImageService;
+}
+
 /** Serves RuntimeService and ImageService on the configured unix socket, mode 0660. */
-export async function serveCri(
-  config: BerthConfig,
-  sandboxes: SandboxService,
-  logger: Logger,
-): Promise<CriServer> {
+export async function serveCri(config: BerthConfig, domains: CriDomains, logger: Logger): Promise<CriServer> {
+  const { sandboxes, images } = domains;
   const services = loadCriServices();
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   server.addService(
@@ -30,7 +34,7 @@ export async function serveCri(
       logger,
     ),
   );
-  server.addService(services.image, implement(services.image, 'ImageService', {}, logger));
+  server.addService(services.image, implement(services.image, 'ImageService', imageHandlers(images), logger));
 
   await mkdir(dirname(config.socket), { recursive: true, mode: 0o711 });
   // A socket file left by a killed daemon would make bind fail with EADDRINUSE.

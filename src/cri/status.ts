@@ -8,11 +8,15 @@ import {
   StepError,
   UnimplementedError,
 } from '../errors.js';
+import { RegistryAuthError } from '../registry/errors.js';
 
 /** The one place where domain errors become gRPC status codes. */
 export function grpcCode(err: unknown): status {
   if (err instanceof StepError) return err.cause instanceof BerthError ? stepCode(err.cause) : status.UNKNOWN;
   if (err instanceof InvalidArgumentError) return status.INVALID_ARGUMENT;
+  if (err instanceof RegistryAuthError) {
+    return err.reason === 'denied' ? status.PERMISSION_DENIED : status.UNAUTHENTICATED;
+  }
   if (err instanceof NotFoundError) return status.NOT_FOUND;
   if (err instanceof AlreadyExistsError) return status.ALREADY_EXISTS;
   if (err instanceof FailedPreconditionError) return status.FAILED_PRECONDITION;

@@ -23,6 +23,8 @@ export interface TestDaemonOptions {
   /** Extra plugins chained after bridge (e.g. the failing fixture); `none` leaves the conf dir empty. */
   cni?: 'bridge' | 'bridge+portmap' | 'bridge+fail' | 'none';
   env?: Record<string, string>;
+  /** More berthd flags, e.g. ['--registry-config', path]. */
+  extraArgs?: string[];
 }
 
 /**
@@ -59,7 +61,14 @@ export class TestDaemon {
     const daemon = new TestDaemon(randomBytes(4).toString('hex'), opts, await unusedPrefix());
     await mkdir(daemon.cniConfDir, { recursive: true });
     await daemon.writeCniConfig(opts.cni ?? 'bridge');
-    await daemon.start();
+    try {
+      await daemon.start();
+    } catch (err) {
+      // A daemon that never served still made dirs and the netns self-bind.
+      await daemon.kill9();
+      await daemon.sweep();
+      throw err;
+    }
     return daemon;
   }
 
@@ -82,6 +91,7 @@ export class TestDaemon {
       this.cniConfDir,
       '--log-level',
       'debug',
+      ...(this.opts.extraArgs ?? []),
     ];
   }
 

@@ -63,6 +63,7 @@ dir = "/srv/netns"
 
 [image]
 registry_config = "/srv/registries.toml"
+registry_timeout = "45s"
 
 [runtime]
 path = "/usr/local/sbin/runc"
@@ -82,6 +83,7 @@ describe('loadConfig defaults', () => {
       cniBinDirs: ['/opt/cni/bin', '/usr/lib/cni'],
       netnsDir: '/var/run/netns',
       registryConfig: '/etc/berth/registries.toml',
+      registryTimeoutMs: 60_000,
       runtime: 'runc',
       cgroupDriver: 'cgroupfs',
       logLevel: 'info',
@@ -119,6 +121,7 @@ describe('loadConfig config file', () => {
       cniBinDirs: ['/srv/cni/bin', '/srv/cni/bin2'],
       netnsDir: '/srv/netns',
       registryConfig: '/srv/registries.toml',
+      registryTimeoutMs: 45_000,
       runtime: '/usr/local/sbin/runc',
       cgroupDriver: 'cgroupfs',
       logLevel: 'debug',

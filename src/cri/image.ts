@@ -1,0 +1,94 @@
+import type { ImageService, ImageView } from '../image/service.js';
+import type { RegistryCredentials } from '../registry/client.js';
+import type { UnaryHandler, UnaryTable } from './handler.js';
+import { requireString } from './validate.js';
+
+interface WireImageSpec {
+  image: string;
+}
+
+interface WireAuthConfig {
+  username: string;
+  password: string;
+  auth: string;
+  server_address: string;
+  identity_token: string;
+  registry_token: string;
+}
+
+interface PullImageRequest {
+  image: WireImageSpec | null;
+  auth: WireAuthConfig | null;
+}
+
+interface ImageSpecRequest {
+  image: WireImageSpec | null;
+  verbose?: boolean;
+}
+
+interface ListImagesRequest {
+  filter: { image: WireImageSpec | null } | null;
+}
+
+export function imageHandlers(images: ImageService): UnaryTable {
+  const pull: UnaryHandler<PullImageRequest, unknown> = async (req) => ({
+    image_ref: await images.pull(requireString('image.image', req.image?.image), toCredentials(req.auth)),
+  });
+  return {
+    PullImage: pull,
+    ImageStatus: async (req: ImageSpecRequest) => {
+      const image = requireString('image.image', req.image?.image);
+      const view = images.status(image);
+      return {
+        image: view ? toWireImage(view) : null,
+        info: view && req.verbose ? images.verboseInfo(image) : {},
+      };
+    },
+    ListImages: async (req: ListImagesRequest) => ({
+      images: images.list(req.filter?.image?.image || undefined).map(toWireImage),
+    }),
+    RemoveImage: async (req: ImageSpecRequest) => {
+      await images.remove(requireString('image.image', req.image?.image));
+      return {};
+    },
+    ImageFsInfo: async () => {
+      const usage = await images.fsInfo();
+      return {
+        image_filesystems: [
+          {
+            timestamp: usage.timestampNs,
+            fs_id: { mountpoint: usage.mountpoint },
+            used_bytes: { value: String(usage.bytes) },
+            inodes_used: { value: String(usage.inodes) },
+          },
+        ],
+        container_filesystems: [],
+      };
+    },
+  };
+}
+
+function toCredentials(auth: WireAuthConfig | null): RegistryCredentials | undefined {
+  if (!auth) return undefined;
+  const creds: RegistryCredentials = {
+    ...(auth.username ? { username: auth.username } : {}),
+    ...(auth.password ? { password: auth.password } : {}),
+    ...(auth.auth ? { auth: auth.auth } : {}),
+    ...(auth.identity_token ? { identityToken: auth.identity_token } : {}),
+    ...(auth.registry_token ? { registryToken: auth.registry_token } : {}),
+  };
+  return Object.keys(creds).length > 0 ? creds : undefined;
+}
+
+function toWireImage(view: ImageView) {
+  return {
+    id: view.id,
+    repo_tags: view.repoTags,
+    repo_digests: view.repoDigests,
+    size: String(view.size),
+    uid: view.uid === null ? null : { value: String(view.uid) },
+    username: view.username,
+    spec: { image: view.id },
+    pinned: view.pinned,
+  };
+}

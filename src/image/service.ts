@@ -1,0 +1,181 @@
+import type { ContentStore } from '../imagestore/content.js';
+import type { LayerStore } from '../imagestore/layers.js';
+import type { ImageRecord } from '../imagestore/types.js';
+import type { Logger } from '../log.js';
+import type { RegistryCredentials } from '../registry/client.js';
+import type { ImageRepo } from '../store/images.js';
+import { Puller } from './pull.js';
+import { formatReference, isDigest, parseReference, repoDigest, repoTag } from './reference.js';
+import { SingleFlight } from './singleflight.js';
+import { imageUser } from './user.js';
+import { nowNanos } from '../time.js';
+
+/** What ImageStatus and ListImages report; src/cri maps it to the wire form. */
+export interface ImageView {
+  id: string;
+  repoTags: string[];
+  repoDigests: string[];
+  size: number;
+  uid: number | null;
+  username: string;
+  pinned: boolean;
+}
+
+export interface ImageFsUsage {
+  mountpoint: string;
+  bytes: number;
+  inodes: number;
+  timestampNs: string;
+}
+
+export interface ImageServiceDeps {
+  repo: ImageRepo;
+  content: ContentStore;
+  layers: LayerStore;
+  puller: Puller;
+  rootDir: string;
+  logger: Logger;
+}
+
+export class ImageService {
+  private readonly pulls = new SingleFlight<string>();
+
+  constructor(private readonly deps: ImageServiceDeps) {}
+
+  /** Returns the image id (config digest). Concurrent pulls of one reference share the work. */
+  async pull(image: string, auth?: RegistryCredentials): Promise<string> {
+    const ref = parseReference(image, 'image.image');
+    return this.pulls.run(formatReference(ref), async () => {
+      const started = Date.now();
+      const pulled = await this.deps.puller.pull(ref, auth);
+      const now = nowNanos();
+      const record: ImageRecord = {
+        id: pulled.id,
+        manifestDigest: pulled.manifestDigest,
+        manifestMediaType: pulled.manifestMediaType,
+        configJson: pulled.configBytes.toString('utf8'),
+        size: pulled.size,
+        layers: pulled.layers,
+        createdAt: now,
+        lastUsedAt: now,
+        pinned: false,
+      };
+      const tag = repoTag(ref);
+      const names = [...(tag ? [tag] : []), repoDigest(ref, pulled.manifestDigest)];
+      const orphaned = this.deps.repo.putImage(record, names);
+      for (const id of orphaned) await this.deleteImage(id);
+      this.deps.logger.info(
+        { image: formatReference(ref), id: pulled.id, ms: Date.now() - started },
+        'image pulled',
+      );
+      return pulled.id;
+    });
+  }
+
+  /** Null when the image is unknown: kubelet expects an empty status, not an error. */
+  status(image: string): ImageView | null {
+    const record = this.find(image);
+    return record ? this.view(record) : null;
+  }
+
+  verboseInfo(image: string): Record<string, string> {
+    const record = this.find(image);
+    if (!record) return {};
+    return {
+      info: JSON.stringify({
+        manifestDigest: record.manifestDigest,
+        layers: record.layers,
+        imageSpec: JSON.parse(record.configJson) as unknown,
+      }),
+    };
+  }
+
+  list(filter?: string): ImageView[] {
+    if (filter) {
+      const record = this.find(filter);
+      return record ? [this.view(record)] : [];
+    }
+    return this.deps.repo.listImages().map((record) => this.view(record));
+  }
+
+  /**
+   * By tag: that tag goes, and the image with it once no tag is left. By id or digest: the image.
+   * Unknown images are fine: RemoveImage is idempotent.
+   */
+  async remove(image: string): Promise<void> {
+    const record = this.find(image);
+    if (!record) return;
+    const { repo } = this.deps;
+    const name = this.nameFor(image);
+    if (name && !isDigestName(name) && repo.namesOf(record.id).includes(name)) {
+      repo.removeName(name);
+      const tagsLeft = repo.namesOf(record.id).filter((n) => !isDigestName(n));
+      if (tagsLeft.length > 0) return;
+    }
+    await this.deleteImage(record.id);
+  }
+
+  async fsInfo(): Promise<ImageFsUsage> {
+    const usage = await this.deps.content.usage();
+    return {
+      mountpoint: this.deps.rootDir,
+      bytes: usage.bytes,
+      inodes: usage.inodes,
+      timestampNs: nowNanos(),
+    };
+  }
+
+  private async deleteImage(id: string): Promise<void> {
+    const deleted = this.deps.repo.deleteImage(id);
+    if (!deleted) return;
+    // The rows went first: a crash here leaves unreferenced files, which start-up sweeps.
+    for (const layer of deleted.unusedLayers) await this.deps.layers.removeLayer(layer.diffId);
+    for (const blob of deleted.unusedBlobs) await this.deps.content.delete(blob);
+    this.deps.logger.info({ id }, 'image removed');
+  }
+
+  /** An image id (full, without "sha256:", or a unique prefix), a tag, or a digest reference. */
+  private find(image: string): ImageRecord | undefined {
+    const { repo } = this.deps;
+    const asId = image.startsWith('sha256:') ? image : `sha256:${image}`;
+    const byId = repo.getImage(asId);
+    if (byId) return byId;
+    const name = this.nameFor(image);
+    const byName = name ? repo.findImageByName(name) : undefined;
+    if (byName) return byName;
+    if (/^[0-9a-f]{6,64}$/.test(image)) {
+      const matches = repo.findImagesByIdPrefix(`sha256:${image}`);
+      if (matches.length === 1) return matches[0];
+    }
+    return undefined;
+  }
+
+  private nameFor(image: string): string | null {
+    try {
+      const ref = parseReference(image);
+      return ref.digest ? repoDigest(ref, ref.digest) : repoTag(ref);
+    } catch {
+      return null;
+    }
+  }
+
+  private view(record: ImageRecord): ImageView {
+    const names = this.deps.repo.namesOf(record.id);
+    const config = JSON.parse(record.configJson) as { config?: { User?: string } };
+    const user = imageUser(config.config?.User);
+    return {
+      id: record.id,
+      repoTags: names.filter((n) => !isDigestName(n)),
+      repoDigests: names.filter(isDigestName),
+      size: record.size,
+      uid: user.uid,
+      username: user.username,
+      pinned: record.pinned,
+    };
+  }
+}
+
+function isDigestName(name: string): boolean {
+  const at = name.lastIndexOf('@');
+  return at >= 0 && isDigest(name.slice(at + 1));
+}
