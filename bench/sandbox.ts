@@ -4,34 +4,13 @@
  */
 import { readFile } from 'node:fs/promises';
 import { TestDaemon, podConfig } from '../test/harness/daemon.js';
-
-interface Figures {
-  median: number;
-  p99: number;
-}
-
-function figures(samples: number[]): Figures {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q: number): number =>
-    sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? NaN;
-  return { median: at(0.5), p99: at(0.99) };
-}
-
-async function timed<T>(fn: () => Promise<T>): Promise<[T, number]> {
-  const start = process.hrtime.bigint();
-  const value = await fn();
-  return [value, Number(process.hrtime.bigint() - start) / 1e6];
-}
+import { figures, line, timed } from './stats.js';
 
 async function rssMiB(pid: number | undefined): Promise<number> {
   if (!pid) return NaN;
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN);
   return kb / 1024;
-}
-
-function line(label: string, f: Figures): string {
-  return `${label.padEnd(18)} median ${f.median.toFixed(1).padStart(7)} ms   p99 ${f.p99.toFixed(1).padStart(7)} ms`;
 }
 
 async function main(): Promise<void> {
