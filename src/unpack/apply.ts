@@ -159,7 +159,10 @@ export class LayerApplier {
     return make();
   }
 
-  /** Like create(), except that a directory already there (listed twice, or made as a parent) stays, contents and all. */
+  /**
+   * Like create(), except that a directory already there (listed twice, or made as a parent) stays,
+   * contents and all.
+   */
   private async makeDir(parts: readonly string[], path: string): Promise<void> {
     try {
       await mkdir(path, { mode: 0o700 });
@@ -297,7 +300,11 @@ export class LayerApplier {
       return;
     }
     await mknod(path, 'char', 0, 0, 0, this.opts.hostTimeoutMs());
-    await lchown(path, entry.uid, entry.gid);
+    return this.later(entry, async () => {
+      await lchown(path, entry.uid, entry.gid);
+      // The marker's own time, so that unpacking the same layer twice gives the same tree.
+      await lutimes(path, times(entry).atime, times(entry).mtime);
+    });
   }
 
   private async remove(parts: readonly string[], wasDir: boolean): Promise<void> {

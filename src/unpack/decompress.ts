@@ -1,5 +1,4 @@
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
-import { once } from 'node:events';
 import { pipeline, type Readable, type Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createGunzip } from 'node:zlib';
@@ -107,8 +106,11 @@ function zstd(source: Readable): Decompressor {
   child.stderr.on('data', (s: string) => {
     if (stderr.length < STDERR_KEEP) stderr += s;
   });
-  // 'close' also follows a failed spawn, so this always settles.
-  const exited = once(child, 'close') as Promise<[number | null, NodeJS.Signals | null]>;
+  // 'close' also follows a failed spawn, so this always settles. (events.once() would reject on
+  // 'error' instead, unhandled until someone awaits it.)
+  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+    child.once('close', (code: number | null, signal: NodeJS.Signals | null) => resolve([code, signal])),
+  );
   child.once('error', (err: NodeJS.ErrnoException) => (spawnError ??= err));
   let outputEnded = false;
   child.stdout.once('end', () => (outputEnded = true));

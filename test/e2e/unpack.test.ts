@@ -122,7 +122,17 @@ async function listing(root: string): Promise<string[]> {
       : await sh('getfattr', ['-h', '--absolute-names', '-d', '-m', '-', '-e', 'hex', path]);
     const attrs = xattrs.split('\n').filter((l) => l && !l.startsWith('#'));
     lines.push(
-      `${rel || '.'} ${typeOf(st)} ${(st.mode & 0o7777).toString(8)} ${st.uid}:${st.gid} n${st.nlink} ${st.size} ${mtime} ${extra} ${attrs.join(',')}`,
+      [
+        rel || '.',
+        typeOf(st),
+        (st.mode & 0o7777).toString(8),
+        `${st.uid}:${st.gid}`,
+        `n${st.nlink}`,
+        st.size,
+        mtime,
+        extra,
+        attrs.join(','),
+      ].join(' '),
     );
     if (st.isDirectory())
       for (const name of (await readdir(path)).sort()) await walk(rel ? `${rel}/${name}` : name);
@@ -307,6 +317,86 @@ describe('whiteouts', () => {
   });
 });
 
+describe('layer semantics', () => {
+  async function xattrHex(path: string, name: string): Promise<string | undefined> {
+    const out = await sh('getfattr', ['-h', '--absolute-names', '-e', 'hex', '-n', name, path]).catch(
+      () => '',
+    );
+    return /=(0x[0-9a-f]*)/.exec(out)?.[1];
+  }
+
+  test('a file capability survives the owner change (xattrs are set after chown)', async () => {
+    const src = await freshDir('cap-src');
+    await writeFile(join(src, 'ping'), 'x');
+    await lchown(join(src, 'ping'), 1000, 1000);
+    const cap = '0x0100000200200000000000000000000000000000'; // cap_net_raw, permitted
+    await sh('setfattr', ['-n', 'security.capability', '-v', cap, join(src, 'ping')]);
+    const { dir } = await unpack(await tarDir(src, join(base, 'cap.tar')), 'none');
+    const st = await lstat(join(dir, 'ping'));
+    assert.deepEqual([st.uid, st.gid], [1000, 1000]);
+    assert.equal(await xattrHex(join(dir, 'ping'), 'security.capability'), cap);
+  });
+
+  test('overlayfs xattrs carried by a layer are not applied', async () => {
+    const src = await freshDir('ovl-src');
+    await mkdir(join(src, 'sneaky'));
+    await sh('setfattr', ['-n', 'trusted.overlay.opaque', '-v', 'y', join(src, 'sneaky')]);
+    const { dir } = await unpack(await tarDir(src, join(base, 'ovl.tar')), 'none');
+    assert.equal(await getXattr(join(dir, 'sneaky'), 'trusted.overlay.opaque'), undefined);
+  });
+
+  test('the later of two members at one path wins', async () => {
+    const a = await freshDir('dup-a');
+    const b = await freshDir('dup-b');
+    await writeFile(join(a, 'f2f'), 'first\n');
+    await writeFile(join(b, 'f2f'), 'second\n');
+    await writeFile(join(a, 'f2d'), 'file\n');
+    await mkdir(join(b, 'f2d'));
+    await mkdir(join(a, 'd2f'));
+    await writeFile(join(a, 'd2f', 'child'), 'child\n');
+    await writeFile(join(b, 'd2f'), 'now a file\n');
+    await symlink('/etc', join(a, 's2f'));
+    await writeFile(join(b, 's2f'), 'not a link\n');
+    await writeFile(join(a, 'f2s'), 'file\n');
+    await symlink('f2f', join(b, 'f2s'));
+    await mkdir(join(a, 'd2d'));
+    await writeFile(join(a, 'd2d', 'kept'), 'kept\n');
+    await mkdir(join(b, 'd2d'));
+    await chmod(join(b, 'd2d'), 0o711);
+    const names = ['f2f', 'f2d', 'd2f', 's2f', 'f2s', 'd2d'];
+    const tarFile = join(base, 'dup.tar');
+    await sh('tar', ['--format=pax', '-cf', tarFile, '-C', a, ...names, '-C', b, ...names]);
+    const { dir } = await unpack(tarFile, 'none');
+    assert.equal(await readFile(join(dir, 'f2f'), 'utf8'), 'second\n');
+    assert.ok((await lstat(join(dir, 'f2d'))).isDirectory());
+    assert.equal(await readFile(join(dir, 'd2f'), 'utf8'), 'now a file\n');
+    assert.ok((await lstat(join(dir, 's2f'))).isFile());
+    assert.equal(await readlink(join(dir, 'f2s')), 'f2f');
+    assert.equal(
+      await readFile(join(dir, 'd2d', 'kept'), 'utf8'),
+      'kept\n',
+      'dir over dir keeps the contents',
+    );
+    assert.equal((await lstat(join(dir, 'd2d'))).mode & 0o7777, 0o711, 'and takes the later metadata');
+  });
+
+  test('a whiteout does not hide a file of its own layer, in either order', async () => {
+    const src = await freshDir('wh-own');
+    await writeFile(join(src, 'foo'), 'mine\n');
+    await writeFile(join(src, '.wh.foo'), '');
+    for (const order of [
+      ['foo', '.wh.foo'],
+      ['.wh.foo', 'foo'],
+    ]) {
+      const tarFile = join(base, `wh-own-${order[0]}.tar`);
+      await sh('tar', ['--format=pax', '-cf', tarFile, '-C', src, ...order]);
+      const { dir } = await unpack(tarFile, 'none');
+      assert.equal(await readFile(join(dir, 'foo'), 'utf8'), 'mine\n', order.join(' then '));
+      assert.deepEqual(await readdir(dir), ['foo']);
+    }
+  });
+});
+
 describe('compressions', () => {
   test('zstd (single and multi-frame, long window), gzip and plain give the same tree and diffId', async () => {
     const expected = `sha256:${(await sh('sha256sum', [richTar])).split(' ')[0]}`;
@@ -429,6 +519,20 @@ describe('hostile layers', () => {
     }
     assert.equal((await lstat(secret)).nlink, 1, 'no new link to the outside file');
   });
+
+  test('a hard link to a symlink that points out links the symlink, not what it points to', async () => {
+    const outside = join(await freshDir('hls'), 'secret');
+    await writeFile(outside, 'secret\n');
+    const src = await freshDir('hls-src');
+    await symlink(outside, join(src, 'evil'));
+    await link(join(src, 'evil'), join(src, 'x'));
+    const tarFile = join(base, 'hls.tar');
+    await sh('tar', ['--format=pax', '-cf', tarFile, '-C', src, 'evil', 'x']);
+    const { dir } = await unpack(tarFile, 'none');
+    assert.ok((await lstat(join(dir, 'x'))).isSymbolicLink());
+    assert.equal((await lstat(join(dir, 'x'))).nlink, 2);
+    assert.equal((await lstat(outside)).nlink, 1);
+  });
 });
 
 describe('broken streams', () => {
@@ -484,6 +588,20 @@ describe('broken streams', () => {
       );
     }
     await noZstdChildren();
+  });
+
+  test('a missing zstd program is a clear error', async () => {
+    const path = process.env.PATH;
+    process.env.PATH = '/nonexistent';
+    try {
+      await assert.rejects(unpack(richTar, 'zstd'), (err: unknown) => {
+        assert.ok(err instanceof UnpackError, String(err));
+        assert.match(err.message, /zstd program is not installed/);
+        return true;
+      });
+    } finally {
+      process.env.PATH = path;
+    }
   });
 
   test('a stalled source times out instead of hanging', async () => {
