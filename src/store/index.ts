@@ -10,17 +10,6 @@ import { SANDBOX_COLUMNS, fromRecord, toRecord, type SandboxRecord } from './san
 import type { SandboxPatch, SandboxRow } from './types.js';
 
 export type { NetworkState, SandboxPatch, SandboxRow, SandboxState } from './types.js';
-export type {
-  DeletedImage,
-  ImageLayerRef,
-  ImageNames,
-  ImageNameKind,
-  ImageRecord,
-  ImageWithNames,
-  LayerRecord,
-  NewLayer,
-  RemovedName,
-} from './types.js';
 export { ImageRepo } from './images.js';
 export { SchemaTooNewError } from '../../state/migrate.js';
 
