@@ -6,8 +6,9 @@ import {
   type UntypedServiceImplementation,
   type sendUnaryData,
 } from '@grpc/grpc-js';
+import { UnimplementedError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { grpcCode, toServiceError } from './status.js';
+import { toServiceError } from './status.js';
 
 /** A unary RPC in domain terms: request object in, response object out, typed errors thrown. */
 export type UnaryHandler<Req, Res> = (request: Req) => Promise<Res>;
@@ -47,9 +48,7 @@ export function implement(
 }
 
 function toServiceErrorUnimplemented(serviceName: string, rpc: string) {
-  const err = toServiceError(new Error(`${serviceName}.${rpc} is not implemented by berth`));
-  err.code = status.UNIMPLEMENTED;
-  return err;
+  return toServiceError(new UnimplementedError(`${serviceName}.${rpc} is not implemented by berth`));
 }
 
 function wrapUnary(rpc: string, handler: UnaryHandler<never, unknown>, logger: Logger) {
@@ -64,8 +63,9 @@ function wrapUnary(rpc: string, handler: UnaryHandler<never, unknown>, logger: L
       },
       (err: unknown) => {
         const serviceError = toServiceError(err);
+        // Runtime failures are errors; the client's own mistakes (bad input, unknown ids) warnings.
         const level =
-          grpcCode(err) === status.INTERNAL || grpcCode(err) === status.UNKNOWN ? 'error' : 'warn';
+          serviceError.code === status.INTERNAL || serviceError.code === status.UNKNOWN ? 'error' : 'warn';
         logger[level](
           { rpc, ms: elapsedMs(), code: status[serviceError.code], err: serviceError.message },
           'rpc failed',

@@ -193,15 +193,9 @@ function wireNamespaces(view: SandboxView) {
 
 function toWireStatus(view: SandboxView) {
   return {
-    id: view.id,
-    metadata: view.metadata,
-    state: view.state,
-    created_at: view.createdAt,
+    ...toWireSandbox(view),
     network: { ip: view.ip, additional_ips: view.additionalIps.map((ip) => ({ ip })) },
     linux: { namespaces: wireNamespaces(view) },
-    labels: view.labels,
-    annotations: view.annotations,
-    runtime_handler: view.runtimeHandler,
   };
 }
 

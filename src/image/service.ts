@@ -1,6 +1,6 @@
 import type { ContentStore } from '../imagestore/content.js';
 import type { LayerStore } from '../imagestore/layers.js';
-import type { ImageRecord } from '../imagestore/types.js';
+import type { ImageNames, ImageRecord } from '../imagestore/types.js';
 import type { Logger } from '../log.js';
 import type { RegistryCredentials } from '../registry/client.js';
 import type { ImageRepo } from '../store/images.js';
@@ -95,7 +95,8 @@ export class ImageService {
       const record = this.find(filter);
       return record ? [this.view(record)] : [];
     }
-    return this.deps.repo.listImages().map((record) => this.view(record));
+    // One query for every image's names, not one per image.
+    return this.deps.repo.listImages().map((record) => this.view(record, record));
   }
 
   /**
@@ -107,10 +108,9 @@ export class ImageService {
     if (!record) return;
     const { repo } = this.deps;
     const name = this.nameFor(image);
-    if (name && !isDigestName(name) && repo.namesOf(record.id).includes(name)) {
+    if (name && !isDigestName(name) && repo.imageNames(record.id).repoTags.includes(name)) {
       repo.removeName(name);
-      const tagsLeft = repo.namesOf(record.id).filter((n) => !isDigestName(n));
-      if (tagsLeft.length > 0) return;
+      if (repo.imageNames(record.id).repoTags.length > 0) return;
     }
     await this.deleteImage(record.id);
   }
@@ -159,14 +159,13 @@ export class ImageService {
     }
   }
 
-  private view(record: ImageRecord): ImageView {
-    const names = this.deps.repo.namesOf(record.id);
+  private view(record: ImageRecord, names: ImageNames = this.deps.repo.imageNames(record.id)): ImageView {
     const config = JSON.parse(record.configJson) as { config?: { User?: string } };
     const user = imageUser(config.config?.User);
     return {
       id: record.id,
-      repoTags: names.filter((n) => !isDigestName(n)),
-      repoDigests: names.filter(isDigestName),
+      repoTags: names.repoTags,
+      repoDigests: names.repoDigests,
       size: record.size,
       uid: user.uid,
       username: user.username,

@@ -114,8 +114,9 @@ async function reconcile(deps: RecoveryDeps, row: SandboxRow, rebooted: boolean,
     report.markedNotReady.push(row.id);
     log.warn({ rebooted }, 'infra process is gone: sandbox is NOT READY');
   }
-  // runc's record of a dead infra is useless and, after a reboot, points at nothing.
-  await runc.delete(row.id, { force: true });
+  // runc's record of a dead infra is useless and, after a reboot, points at nothing. Without a reboot
+  // the state call above already said whether runc still has one: no second exec per stopped pod.
+  if (rebooted || state !== null) await runc.delete(row.id, { force: true });
 
   if (rebooted) {
     // The netns died with the boot, but host-local keeps its leases on disk: DEL releases them.
