@@ -130,7 +130,69 @@ CREATE TABLE layers (
 ) STRICT;
 `;
 
+/**
+ * Containers, each in one pod sandbox. Timestamps follow migration 1; '0' means "not yet" (a
+ * container that never started has started_at '0').
+ *
+ * The sandbox reference has no ON DELETE action: RemovePodSandbox removes the sandbox's
+ * containers (processes, bundles, rows) first, and a sandbox delete that finds rows left is a bug
+ * the foreign key turns into an error instead of silently orphaning or dropping them.
+ *
+ * image_id is deliberately not a foreign key: whether an in-use image may go is RemoveImage's
+ * policy (it asks by image_id, hence the index), not something to surface as a constraint error.
+ *
+ * (sandbox_id, name, attempt) is unique because CRI names a container by its metadata within a
+ * pod: kubelet bumps the attempt for each restart, so a repeat is a caller error.
+ */
+const createContainers = `
+CREATE TABLE containers (
+  id           TEXT    NOT NULL PRIMARY KEY CHECK (id <> ''),
+  sandbox_id   TEXT    NOT NULL REFERENCES sandboxes (id),
+  name         TEXT    NOT NULL,
+  attempt      INTEGER NOT NULL CHECK (attempt >= 0),
+  state        TEXT    NOT NULL CHECK (state IN ('CREATING', 'CREATED', 'RUNNING', 'EXITED')),
+  step         TEXT    NOT NULL,
+  config_json  TEXT    NOT NULL CHECK (json_valid(config_json)),
+  image_name   TEXT    NOT NULL,
+  image_id     TEXT    NOT NULL CHECK (
+                         length(image_id) = 71 AND image_id GLOB 'sha256:*'
+                         AND substr(image_id, 8) NOT GLOB '*[^0-9a-f]*'
+                       ),
+  created_at   TEXT    NOT NULL CHECK (
+                         length(created_at) BETWEEN 1 AND 19
+                         AND created_at NOT GLOB '*[^0-9]*'
+                         AND (created_at = '0' OR created_at NOT GLOB '0*')
+                       ),
+  started_at   TEXT    NOT NULL CHECK (
+                         length(started_at) BETWEEN 1 AND 19
+                         AND started_at NOT GLOB '*[^0-9]*'
+                         AND (started_at = '0' OR started_at NOT GLOB '0*')
+                       ),
+  finished_at  TEXT    NOT NULL CHECK (
+                         length(finished_at) BETWEEN 1 AND 19
+                         AND finished_at NOT GLOB '*[^0-9]*'
+                         AND (finished_at = '0' OR finished_at NOT GLOB '0*')
+                       ),
+  -- CRI's exit_code is an int32.
+  exit_code    INTEGER NOT NULL CHECK (exit_code BETWEEN -2147483648 AND 2147483647),
+  reason       TEXT    NOT NULL,
+  message      TEXT    NOT NULL,
+  pid          INTEGER NOT NULL CHECK (pid >= 0),
+  monitor_pid  INTEGER NOT NULL CHECK (monitor_pid >= 0),
+  log_path     TEXT    NOT NULL,
+  bundle_dir   TEXT    NOT NULL,
+  cgroups_path TEXT    NOT NULL,
+  user_json    TEXT    NOT NULL CHECK (json_valid(user_json))
+) STRICT;
+
+CREATE UNIQUE INDEX containers_metadata ON containers (sandbox_id, name, attempt);
+-- Its leading column also serves "containers of this sandbox" and the foreign key check when a
+-- sandbox is deleted, so no separate sandbox_id index.
+CREATE INDEX containers_image_id ON containers (image_id);
+`;
+
 export const migrations: readonly Migration[] = [
   { version: 1, name: 'create sandboxes', sql: createSandboxes },
   { version: 2, name: 'create images', sql: createImages },
+  { version: 3, name: 'create containers', sql: createContainers },
 ];

@@ -5,11 +5,14 @@ import Database from 'better-sqlite3';
 
 import { migrate } from '../../state/migrate.js';
 import { AlreadyExistsError, NotFoundError } from '../errors.js';
+import { ContainerRepo } from './containers.js';
 import { ImageRepo } from './images.js';
 import { SANDBOX_COLUMNS, fromRecord, toRecord, type SandboxRecord } from './sandbox-record.js';
 import type { SandboxPatch, SandboxRow } from './types.js';
 
 export type { NetworkState, SandboxPatch, SandboxRow, SandboxState } from './types.js';
+export type { ContainerPatch, ContainerRow, ContainerState } from './types.js';
+export { ContainerRepo } from './containers.js';
 export { ImageRepo } from './images.js';
 export { SchemaTooNewError } from '../../state/migrate.js';
 
@@ -37,12 +40,15 @@ interface Statements {
 export class Store {
   /** Images, their names and their layers; same database and connection. */
   readonly images: ImageRepo;
+  /** Containers; same database and connection. */
+  readonly containers: ContainerRepo;
   private readonly statements: Statements;
   private readonly updateInTransaction: Database.Transaction<(id: string, patch: SandboxPatch) => void>;
 
   private constructor(private readonly db: Database.Database) {
     this.statements = prepareStatements(db);
     this.images = new ImageRepo(db);
+    this.containers = new ContainerRepo(db);
     // Read, merge and write under one lock so a concurrent writer cannot slip in between.
     this.updateInTransaction = db.transaction((id: string, patch: SandboxPatch): void => {
       const current = this.statements.get.get(id);

@@ -114,3 +114,48 @@ export interface LayerRecord {
 }
 
 export type NewLayer = Omit<LayerRecord, 'unpacked'>;
+
+/**
+ * CREATING doubles as a journal entry (rolled back at start-up); CREATED, RUNNING and EXITED are
+ * CRI's states. The state is what berth last learned: a RUNNING row whose exit file appeared while
+ * berthd was down becomes EXITED at start-up.
+ */
+export type ContainerState = 'CREATING' | 'CREATED' | 'RUNNING' | 'EXITED';
+
+export interface ContainerRow {
+  id: string;
+  sandboxId: string;
+  name: string;
+  attempt: number;
+  state: ContainerState;
+  /** Name of the last CreateContainer step begun; for repair logs after a crash. */
+  step: string;
+  /** The validated ContainerSpec (src/container/types.ts), JSON. */
+  configJson: string;
+  /** The image as the request named it. */
+  imageName: string;
+  /** The image id (config digest) the rootfs was made from. */
+  imageId: string;
+  /** Nanoseconds since the epoch, decimal strings (see SandboxRow.createdAt); '0' = not yet. */
+  createdAt: string;
+  startedAt: string;
+  finishedAt: string;
+  exitCode: number;
+  /** 'Completed', 'Error', 'OOMKilled', 'Unknown' once exited, else ''. */
+  reason: string;
+  message: string;
+  /** Host pid of the container's init; 0 when none. */
+  pid: number;
+  /** Host pid of its conmon; 0 when none. */
+  monitorPid: number;
+  /** Absolute path of the CRI log file, '' when the container has none. */
+  logPath: string;
+  /** OCI bundle: config.json, conmon's pid files and ctl fifo. */
+  bundleDir: string;
+  /** runc's cgroupsPath, for stats and updates. */
+  cgroupsPath: string;
+  /** The user the process runs as, JSON {uid, gid, additionalGids}. */
+  userJson: string;
+}
+
+export type ContainerPatch = Partial<Omit<ContainerRow, 'id' | 'sandboxId' | 'name' | 'attempt'>>;

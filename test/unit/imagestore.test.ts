@@ -576,7 +576,7 @@ describe('migration 2', () => {
       store.close();
     }
     const db = new Database(path, { readonly: true });
-    assert.equal(db.pragma('user_version', { simple: true }), 2);
+    assert.equal(db.pragma('user_version', { simple: true }), migrations.length);
     const tables = db
       .prepare<[], { name: string; strict: number }>(
         "SELECT name, strict FROM pragma_table_list WHERE schema = 'main' AND name NOT LIKE 'sqlite_%' ORDER BY name",

@@ -1,0 +1,361 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { afterEach, beforeEach, describe, it } from 'node:test';
+
+import Database from 'better-sqlite3';
+
+import { AlreadyExistsError, NotFoundError } from '../../src/errors.js';
+import { Store, type ContainerPatch, type ContainerRow, type SandboxRow } from '../../src/store/index.js';
+import { SANDBOX_COLUMNS, toRecord } from '../../src/store/sandbox-record.js';
+import { migrate } from '../../state/migrate.js';
+import { migrations } from '../../state/migrations.js';
+
+const IMAGE_A = `sha256:${'a'.repeat(64)}`;
+const IMAGE_B = `sha256:${'b'.repeat(64)}`;
+
+function sandbox(overrides: Partial<SandboxRow> = {}): SandboxRow {
+  return {
+    id: 'pod1',
+    name: 'nginx',
+    namespace: 'default',
+    uid: 'uid-1',
+    attempt: 0,
+    state: 'READY',
+    step: 'done',
+    configJson: '{}',
+    runtimeHandler: '',
+    hostNetwork: false,
+    netnsPath: '/var/run/netns/berth-pod1',
+    networkState: 'READY',
+    cniConfigJson: null,
+    cniResultJson: null,
+    ip: '10.88.0.2',
+    additionalIps: [],
+    createdAt: '1763793600000000000',
+    pid: 100,
+    cgroupParent: '/kubepods/besteffort/poduid-1',
+    sandboxDir: '/var/lib/berth/sandboxes/pod1',
+    ...overrides,
+  };
+}
+
+function container(overrides: Partial<ContainerRow> = {}): ContainerRow {
+  return {
+    id: 'c0ffee01',
+    sandboxId: 'pod1',
+    name: 'web',
+    attempt: 0,
+    state: 'CREATING',
+    step: 'make-rootfs',
+    configJson: JSON.stringify({ metadata: { name: 'web', attempt: 0 }, command: ['/bin/sh'] }),
+    imageName: 'docker.io/library/busybox:latest',
+    imageId: IMAGE_A,
+    createdAt: '1763793600123456789',
+    startedAt: '0',
+    finishedAt: '0',
+    exitCode: 0,
+    reason: '',
+    message: '',
+    pid: 0,
+    monitorPid: 0,
+    logPath: '/var/log/pods/default_nginx_uid-1/web/0.log',
+    bundleDir: '/run/berth/containers/c0ffee01',
+    cgroupsPath: '/kubepods/besteffort/poduid-1/c0ffee01',
+    userJson: JSON.stringify({ uid: 0, gid: 0, additionalGids: [10] }),
+    ...overrides,
+  };
+}
+
+function isForeignKeyError(err: unknown): boolean {
+  return err instanceof Database.SqliteError && err.code === 'SQLITE_CONSTRAINT_FOREIGNKEY';
+}
+
+describe('Store containers', () => {
+  let dir: string;
+  let path: string;
+  let store: Store;
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'berth-store-containers-'));
+    path = join(dir, 'berth.db');
+    store = Store.open(path);
+    store.insertSandbox(sandbox());
+  });
+
+  afterEach(() => {
+    store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('round-trips every field through insert, get, update, list and delete', () => {
+    const row = container();
+    store.containers.insert(row);
+    assert.deepEqual(store.containers.get(row.id), row);
+
+    // Every patchable field changes, each to a value distinct from the original.
+    const patch: Required<ContainerPatch> = {
+      state: 'EXITED',
+      step: 'start',
+      configJson: '{"changed":true}',
+      imageName: 'busybox@sha256:' + 'b'.repeat(64),
+      imageId: IMAGE_B,
+      createdAt: '1763793600123456790',
+      startedAt: '1763793601000000001',
+      finishedAt: '1763793602000000002',
+      exitCode: 137,
+      reason: 'OOMKilled',
+      message: 'killed by the OOM killer',
+      pid: 4242,
+      monitorPid: 4241,
+      logPath: '',
+      bundleDir: '/run/berth/containers/other',
+      cgroupsPath: '/kubepods/other',
+      userJson: '{"uid":1000,"gid":1000,"additionalGids":[]}',
+    };
+    store.containers.update(row.id, patch);
+    const updated = store.containers.get(row.id);
+    assert.deepEqual(updated, { ...row, ...patch });
+
+    // ...and survives a reopen.
+    store.close();
+    store = Store.open(path);
+    assert.deepEqual(store.containers.get(row.id), updated);
+
+    assert.deepEqual(store.containers.list(), [updated]);
+    assert.deepEqual(store.containers.listBySandbox('pod1'), [updated]);
+    assert.equal(store.containers.delete(row.id), true);
+    assert.equal(store.containers.delete(row.id), false);
+    assert.equal(store.containers.get(row.id), undefined);
+    assert.deepEqual(store.containers.list(), []);
+  });
+
+  it('keeps negative exit codes and 19-digit timestamps exactly', () => {
+    const row = container({ exitCode: -1, finishedAt: '9223372036854775807' });
+    store.containers.insert(row);
+    assert.deepEqual(store.containers.get(row.id), row);
+  });
+
+  it('changes only the given fields, never the identity, even if a patch carries it', () => {
+    const row = container();
+    store.containers.insert(row);
+    store.insertSandbox(sandbox({ id: 'pod2', uid: 'uid-2' }));
+    const sneaky = {
+      id: 'other',
+      sandboxId: 'pod2',
+      name: 'renamed',
+      attempt: 7,
+      step: 'create-bundle',
+      pid: undefined,
+      bogus: 'column',
+    } as ContainerPatch;
+    store.containers.update(row.id, sneaky);
+    assert.deepEqual(store.containers.get(row.id), { ...row, step: 'create-bundle' });
+    assert.equal(store.containers.get('other'), undefined);
+  });
+
+  it('throws NotFoundError when updating a missing id', () => {
+    assert.throws(() => store.containers.update('nope', { state: 'RUNNING' }), NotFoundError);
+  });
+
+  it('refuses the same name and attempt twice in one sandbox, naming them and the holder', () => {
+    store.containers.insert(container());
+    assert.throws(
+      () => store.containers.insert(container({ id: 'dup' })),
+      (err: unknown) =>
+        err instanceof AlreadyExistsError &&
+        err.message === 'container "web" (attempt 0) already exists in pod sandbox pod1 as c0ffee01',
+    );
+    assert.equal(store.containers.get('dup'), undefined);
+
+    // A restart (next attempt), another name, or another sandbox is a different container.
+    store.insertSandbox(sandbox({ id: 'pod2', uid: 'uid-2' }));
+    store.containers.insert(container({ id: 'c1', attempt: 1 }));
+    store.containers.insert(container({ id: 'c2', name: 'sidecar' }));
+    store.containers.insert(container({ id: 'c3', sandboxId: 'pod2' }));
+    assert.equal(store.containers.list().length, 4);
+  });
+
+  it('refuses a duplicate id', () => {
+    store.containers.insert(container());
+    assert.throws(
+      () => store.containers.insert(container({ name: 'other' })),
+      (err: unknown) => err instanceof AlreadyExistsError && /c0ffee01 already exists/.test(err.message),
+    );
+  });
+
+  it('refuses a container in an unknown sandbox', () => {
+    assert.throws(
+      () => store.containers.insert(container({ sandboxId: 'ghost' })),
+      (err: unknown) => err instanceof NotFoundError && err.kind === 'sandbox' && err.id === 'ghost',
+    );
+    assert.deepEqual(store.containers.list(), []);
+  });
+
+  it('refuses to delete a sandbox that still has containers', () => {
+    store.containers.insert(container());
+    assert.throws(() => store.deleteSandbox('pod1'), isForeignKeyError);
+    assert.ok(store.getSandbox('pod1'));
+    assert.equal(store.containers.delete('c0ffee01'), true);
+    assert.equal(store.deleteSandbox('pod1'), true);
+  });
+
+  it('rejects values the schema forbids', () => {
+    const bad: Partial<ContainerRow>[] = [
+      { id: '' },
+      { attempt: -1 },
+      { state: 'PAUSED' as ContainerRow['state'] },
+      { configJson: '{not json' },
+      { userJson: '' },
+      { imageId: 'sha256:abc' },
+      { imageId: `sha256:${'A'.repeat(64)}` },
+      { imageId: `sha512:${'a'.repeat(64)}` },
+      { createdAt: '' },
+      { startedAt: '01' },
+      { finishedAt: '-5' },
+      { finishedAt: '12345678901234567890' },
+      { exitCode: 2 ** 31 },
+      { pid: -1 },
+      { monitorPid: -1 },
+    ];
+    for (const overrides of bad) {
+      assert.throws(
+        () => store.containers.insert(container({ id: 'bad', ...overrides })),
+        /CHECK constraint failed/,
+        JSON.stringify(overrides),
+      );
+    }
+    // STRICT: text that is not a number is a type error rather than stored as text.
+    assert.throws(
+      () => store.containers.insert(container({ id: 'bad', pid: 'five' as unknown as number })),
+      /cannot store TEXT value in INTEGER column/,
+    );
+    assert.deepEqual(store.containers.list(), []);
+  });
+
+  it('finds containers by id prefix, oldest first', () => {
+    store.containers.insert(container({ id: 'abc123', name: 'a', createdAt: '2' }));
+    store.containers.insert(container({ id: 'abd456', name: 'b', createdAt: '1' }));
+    store.containers.insert(container({ id: 'xyz789', name: 'c', createdAt: '3' }));
+    const ids = (prefix: string): string[] => store.containers.findByIdPrefix(prefix).map((row) => row.id);
+    assert.deepEqual(ids('ab'), ['abd456', 'abc123']);
+    assert.deepEqual(ids('abc'), ['abc123']);
+    assert.deepEqual(ids('abc123'), ['abc123']);
+    assert.deepEqual(ids('abc1234'), []);
+    assert.deepEqual(ids('ABC'), []);
+    assert.deepEqual(ids('%'), []);
+    assert.deepEqual(ids('_'), []);
+    assert.deepEqual(ids('*'), []);
+    assert.deepEqual(ids(''), []);
+  });
+
+  it('lists in numeric created_at order, per sandbox too', () => {
+    store.insertSandbox(sandbox({ id: 'pod2', uid: 'uid-2' }));
+    store.containers.insert(container({ id: 'c', name: 'c', createdAt: '1763793600123456789' }));
+    store.containers.insert(container({ id: 'a', name: 'a', createdAt: '1000' }));
+    store.containers.insert(container({ id: 'b', name: 'b', createdAt: '999', sandboxId: 'pod2' }));
+    // A journal row that has no creation time yet sorts first; ties fall back to the id.
+    store.containers.insert(container({ id: 'e', name: 'e', createdAt: '0' }));
+    store.containers.insert(container({ id: 'd', name: 'd', createdAt: '0' }));
+    const ids = (rows: ContainerRow[]): string[] => rows.map((row) => row.id);
+    assert.deepEqual(ids(store.containers.list()), ['d', 'e', 'b', 'a', 'c']);
+    assert.deepEqual(ids(store.containers.listBySandbox('pod1')), ['d', 'e', 'a', 'c']);
+    assert.deepEqual(ids(store.containers.listBySandbox('pod2')), ['b']);
+    assert.deepEqual(store.containers.listBySandbox('ghost'), []);
+  });
+
+  it('reports which containers use an image', () => {
+    store.containers.insert(container({ id: 'c2', name: 'two', createdAt: '20' }));
+    store.containers.insert(container({ id: 'c1', name: 'one', createdAt: '10' }));
+    store.containers.insert(container({ id: 'c3', name: 'three', imageId: IMAGE_B }));
+    assert.deepEqual(store.containers.imageInUse(IMAGE_A), ['c1', 'c2']);
+    assert.deepEqual(store.containers.imageInUse(IMAGE_B), ['c3']);
+    assert.deepEqual(store.containers.imageInUse(`sha256:${'c'.repeat(64)}`), []);
+    store.containers.delete('c3');
+    assert.deepEqual(store.containers.imageInUse(IMAGE_B), []);
+  });
+
+  it('uses indexes for the per-sandbox, per-image and foreign key look-ups', () => {
+    const raw = new Database(path, { readonly: true });
+    try {
+      const plan = (sql: string): string =>
+        raw
+          .prepare<[], { detail: string }>(`EXPLAIN QUERY PLAN ${sql}`)
+          .all()
+          .map((row) => row.detail)
+          .join('; ');
+      // The foreign key check on a sandbox delete runs this same look-up.
+      assert.match(
+        plan("SELECT id FROM containers WHERE sandbox_id = 'x'"),
+        /USING INDEX containers_metadata/,
+      );
+      assert.match(plan("SELECT id FROM containers WHERE image_id = 'x'"), /USING INDEX containers_image_id/);
+    } finally {
+      raw.close();
+    }
+  });
+
+  it('lists 500 containers quickly', () => {
+    const insertMany = (): void => {
+      for (let i = 0; i < 500; i++) {
+        store.containers.insert(
+          container({ id: `id${String(i).padStart(4, '0')}`, name: `c${i}`, createdAt: String(1000 + i) }),
+        );
+      }
+    };
+    insertMany();
+    store.containers.list(); // warm up
+    const start = performance.now();
+    const rows = store.containers.list();
+    const elapsed = performance.now() - start;
+    assert.equal(rows.length, 500);
+    assert.equal(rows[0]?.id, 'id0000');
+    assert.equal(rows[499]?.id, 'id0499');
+    // Generous for a loaded CI machine; on a quiet one this takes a few milliseconds.
+    assert.ok(elapsed < 250, `list() took ${elapsed.toFixed(1)} ms`);
+  });
+});
+
+describe('Store containers migration', () => {
+  let dir: string;
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'berth-store-containers-'));
+  });
+
+  afterEach(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('upgrades a version 2 database, keeping its sandboxes', () => {
+    const path = join(dir, 'berth.db');
+    const row = sandbox();
+    const v2 = new Database(path);
+    try {
+      assert.deepEqual(migrate(v2, migrations.slice(0, 2)), { from: 0, to: 2 });
+      const columns = SANDBOX_COLUMNS.join(', ');
+      const params = SANDBOX_COLUMNS.map((column) => `@${column}`).join(', ');
+      v2.prepare(`INSERT INTO sandboxes (${columns}) VALUES (${params})`).run(toRecord(row));
+    } finally {
+      v2.close();
+    }
+
+    const store = Store.open(path);
+    try {
+      assert.deepEqual(store.getSandbox(row.id), row);
+      store.containers.insert(container());
+      assert.equal(store.containers.get('c0ffee01')?.sandboxId, row.id);
+    } finally {
+      store.close();
+    }
+
+    const raw = new Database(path, { readonly: true });
+    try {
+      assert.equal(raw.pragma('user_version', { simple: true }), 3);
+    } finally {
+      raw.close();
+    }
+  });
+});
