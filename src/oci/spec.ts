@@ -82,6 +82,8 @@ export interface Linux {
   readonlyPaths?: string[];
   seccomp?: Seccomp;
   mountLabel?: string;
+  /** Propagation of the container's root mount: 'rslave', 'rshared', 'rprivate'... */
+  rootfsPropagation?: string;
 }
 
 export interface LinuxDevice {
@@ -137,6 +139,8 @@ export interface LinuxHugepageLimit {
 
 export interface Seccomp {
   defaultAction: string;
+  /** The errno of an SCMP_ACT_ERRNO default action (EPERM when unset). */
+  defaultErrnoRet?: number;
   architectures?: string[];
   flags?: string[];
   syscalls?: LinuxSyscall[];

@@ -1,0 +1,403 @@
+/**
+ * The OCI runtime spec of a CRI container: pure, from the validated ContainerSpec, the pod's
+ * config and what src/container/prepare.ts resolved on the host (user, mounts, devices, profiles).
+ *
+ * The container joins its pod: the pinned network namespace, and the infra process's ipc, uts and
+ * pid namespaces through /proc/<infraPid>/ns/*, as the CRI namespace modes say. It always gets its
+ * own mount namespace.
+ */
+import { posix } from 'node:path';
+import { InvalidArgumentError } from '../errors.js';
+import type { ContainerMount, ContainerResources, ContainerSpec } from '../container/types.js';
+import type { ImageRuntimeConfig } from '../image/types.js';
+import type { SandboxSpec } from '../sandbox/types.js';
+import { ambientCapabilities, effectiveCapabilities } from './capabilities.js';
+import { DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS, infraMounts } from './infra.js';
+import {
+  OCI_VERSION,
+  type LinuxCapabilities,
+  type LinuxDevice,
+  type LinuxDeviceCgroup,
+  type LinuxNamespace,
+  type LinuxResources,
+  type Mount,
+  type Seccomp,
+  type Spec,
+} from './spec.js';
+import type { ResolvedUser } from './user.js';
+
+export interface SandboxFiles {
+  resolvConf: string;
+  hostname: string;
+  hosts: string;
+  /**
+   * The pod's /dev/shm as a host path (a tmpfs the sandbox mounts and shares with its infra).
+   * Without one, each container gets a /dev/shm of its own: the infra's cannot be bind mounted
+   * from its mount namespace (the kernel refuses binds across mount namespaces with EINVAL).
+   */
+  shm?: string;
+}
+
+export interface ContainerSpecInput {
+  containerId: string;
+  sandboxId: string;
+  /** The validated CRI config. */
+  spec: ContainerSpec;
+  /** The pod's config. */
+  sandbox: SandboxSpec;
+  /** `name`: the image as requested, for the annotation. */
+  image: { name: string; config: ImageRuntimeConfig };
+  rootfsPath: string;
+  user: ResolvedUser;
+  /** The pod's pinned netns (SandboxKey); null for host network. */
+  netnsPath: string | null;
+  /** The pod's infra process, whose ipc, uts and pid namespaces the container joins. */
+  infraPid: number;
+  /** For pid mode TARGET: the target container's process. */
+  targetPid: number | null;
+  /** Host paths of the pod's files. '' leaves the image's own file in place. */
+  sandboxFiles: SandboxFiles;
+  cgroupsPath: string;
+  /** Already clamped by the caller. */
+  oomScoreAdj: number;
+  /** The resolved profile; null = unconfined. Ignored for privileged containers. */
+  seccomp: Seccomp | null;
+  /** null = none. Ignored for privileged containers. */
+  apparmorProfile: string | null;
+  /** The configured devices, or all host devices when privileged. */
+  devices: LinuxDevice[];
+  /** Cgroup allow rules for the configured devices (unused when privileged: all are allowed). */
+  deviceRules: LinuxDeviceCgroup[];
+  /** CRI mounts with host paths resolved (src/oci/mounts.ts). */
+  mounts: readonly ContainerMount[];
+  /**
+   * What privileged and "ALL" mean: allCapabilities() from src/oci/capabilities.ts, i.e. what
+   * this kernel knows and berth itself holds. Required: a capability the daemon lacks would fail
+   * the create, so every capability berth can name is not a safe default.
+   */
+  allCapabilities: readonly string[];
+}
+
+const DEFAULT_PATH = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/** Char devices every container may use: null, zero, full, random, urandom, tty, console, ptmx, pts. */
+const STANDARD_DEVICE_RULES: readonly LinuxDeviceCgroup[] = [
+  [1, 3],
+  [1, 5],
+  [1, 7],
+  [1, 8],
+  [1, 9],
+  [5, 0],
+  [5, 1],
+  [5, 2],
+].map(([major, minor]): LinuxDeviceCgroup => ({ allow: true, type: 'c', major, minor, access: 'rwm' }));
+const PTS_RULE: LinuxDeviceCgroup = { allow: true, type: 'c', major: 136, access: 'rwm' };
+
+export function buildContainerSpec(input: ContainerSpecInput): Spec {
+  const { spec } = input;
+  const sec = spec.security;
+  const privileged = sec.privileged;
+  const hostname = input.sandbox.hostname;
+  const capabilities = processCapabilities(input);
+
+  const out: Spec = {
+    ociVersion: OCI_VERSION,
+    process: {
+      terminal: spec.tty,
+      user: { uid: input.user.uid, gid: input.user.gid, additionalGids: [...input.user.additionalGids] },
+      args: processArgs(spec, input.image.config),
+      env: processEnv(spec, input.image.config, hostname),
+      cwd: processCwd(spec, input.image.config),
+      capabilities,
+      noNewPrivileges: sec.noNewPrivs,
+      oomScoreAdj: input.oomScoreAdj,
+      ...(!privileged && input.apparmorProfile !== null ? { apparmorProfile: input.apparmorProfile } : {}),
+    },
+    root: { path: input.rootfsPath, readonly: sec.readonlyRootfs },
+    mounts: containerMounts(input),
+    linux: {
+      namespaces: containerNamespaces(input),
+      cgroupsPath: input.cgroupsPath,
+      resources: { ...linuxResources(spec.resources), devices: deviceRules(input) },
+      devices: input.devices.map((d) => ({ ...d })),
+      ...(privileged
+        ? {}
+        : {
+            maskedPaths: [...(sec.maskedPaths ?? DEFAULT_MASKED_PATHS)],
+            readonlyPaths: [...(sec.readonlyPaths ?? DEFAULT_READONLY_PATHS)],
+          }),
+      ...(!privileged && input.seccomp !== null ? { seccomp: input.seccomp } : {}),
+      ...rootfsPropagation(input.mounts),
+    },
+    annotations: containerAnnotations(input),
+  };
+  // No spec.hostname: the uts namespace is always the infra's (which has the pod's hostname) or
+  // the host's, never a new one. runc 1.1 accepts a hostname with a joined uts namespace and would
+  // set it again there, or on the host itself for a host network pod.
+  return out;
+}
+
+/** kubelet's rules ("Define a command and arguments for a container"). */
+export function processArgs(spec: ContainerSpec, image: ImageRuntimeConfig): string[] {
+  const entrypoint = image.Entrypoint ?? [];
+  const cmd = image.Cmd ?? [];
+  let args: string[];
+  if (spec.command.length > 0) args = [...spec.command, ...spec.args];
+  else if (spec.args.length > 0) args = [...entrypoint, ...spec.args];
+  else args = [...entrypoint, ...cmd];
+  if (args.length === 0) {
+    throw new InvalidArgumentError(
+      'config.command',
+      'no command: neither the config nor the image gives one',
+    );
+  }
+  return args;
+}
+
+/**
+ * The image's environment overlaid by the config's: a key set by both keeps the image's position
+ * with the config's value; new keys follow in config order. HOSTNAME (the pod's) and a default
+ * PATH go in front when neither the image nor the config sets them.
+ */
+export function processEnv(spec: ContainerSpec, image: ImageRuntimeConfig, hostname: string): string[] {
+  const merged = new Map<string, string>();
+  for (const entry of image.Env ?? []) merged.set(envKey(entry), entry);
+  for (const { key, value } of spec.envs) merged.set(key, `${key}=${value}`);
+  const defaults: string[] = [];
+  if (!merged.has('HOSTNAME') && hostname !== '') defaults.push(`HOSTNAME=${hostname}`);
+  if (!merged.has('PATH')) defaults.push(DEFAULT_PATH);
+  return [...defaults, ...merged.values()];
+}
+
+function envKey(entry: string): string {
+  const eq = entry.indexOf('=');
+  return eq < 0 ? entry : entry.slice(0, eq);
+}
+
+function processCwd(spec: ContainerSpec, image: ImageRuntimeConfig): string {
+  const dir = spec.workingDir || image.WorkingDir || '/';
+  // The OCI spec wants an absolute cwd; Docker treats a relative WorkingDir as below "/".
+  return posix.normalize(dir.startsWith('/') ? dir : `/${dir}`);
+}
+
+/**
+ * bounding = effective = permitted = the set. Ambient capabilities must also be inheritable, or
+ * the kernel refuses to raise them; otherwise the inheritable set stays empty, so a setuid binary
+ * cannot regain what was dropped.
+ */
+function processCapabilities(input: ContainerSpecInput): LinuxCapabilities {
+  const all = input.allCapabilities;
+  const set = effectiveCapabilities(input.spec.security, all);
+  const ambient = input.spec.security.privileged ? [] : ambientCapabilities(input.spec.security, all);
+  return { bounding: set, effective: [...set], permitted: [...set], inheritable: [...ambient], ambient };
+}
+
+function isHostNetwork(input: ContainerSpecInput): boolean {
+  return input.netnsPath === null || input.spec.security.namespaces.network === 'NODE';
+}
+
+function joinsUts(input: ContainerSpecInput): boolean {
+  return !isHostNetwork(input);
+}
+
+export function containerNamespaces(input: ContainerSpecInput): LinuxNamespace[] {
+  const ns = input.spec.security.namespaces;
+  const infra = (type: 'ipc' | 'uts' | 'pid'): LinuxNamespace => ({
+    type,
+    path: `/proc/${input.infraPid}/ns/${type}`,
+  });
+  const out: LinuxNamespace[] = [];
+  switch (ns.pid) {
+    case 'POD':
+      out.push(infra('pid'));
+      break;
+    case 'CONTAINER':
+      out.push({ type: 'pid' });
+      break;
+    case 'TARGET':
+      if (input.targetPid === null) {
+        throw new InvalidArgumentError(
+          'config.linux.security_context.namespace_options.target_id',
+          'pid mode TARGET without a running target container',
+        );
+      }
+      out.push({ type: 'pid', path: `/proc/${input.targetPid}/ns/pid` });
+      break;
+    case 'NODE':
+      break;
+  }
+  if (ns.ipc !== 'NODE') out.push(infra('ipc'));
+  if (joinsUts(input)) out.push(infra('uts'));
+  out.push({ type: 'mount' });
+  if (!isHostNetwork(input) && input.netnsPath !== null) out.push({ type: 'network', path: input.netnsPath });
+  return out;
+}
+
+/**
+ * In order: the standard filesystems, the pod's files, then the CRI mounts, parents before
+ * children. A CRI mount replaces any standard mount or pod file at the same destination (kubelet
+ * mounts its own /etc/hosts, for one).
+ */
+export function containerMounts(input: ContainerSpecInput): Mount[] {
+  const { spec } = input;
+  const sec = spec.security;
+  const fromCri = criMounts(input.mounts);
+  const taken = new Set(fromCri.map((m) => m.destination));
+  const defaults: Mount[] = [];
+  for (const m of infraMounts()) {
+    if (m.destination === '/dev/shm') continue;
+    if (m.destination === '/sys' && sec.privileged) {
+      defaults.push({ ...m, options: (m.options ?? []).filter((o) => o !== 'ro') });
+    } else {
+      defaults.push(m);
+    }
+  }
+  defaults.push({
+    destination: '/sys/fs/cgroup',
+    type: 'cgroup',
+    source: 'cgroup',
+    options: ['nosuid', 'noexec', 'nodev', 'relatime', sec.privileged ? 'rw' : 'ro'],
+  });
+  defaults.push(shmMount(input));
+  // The pod's files follow the root's writability, as in containerd: a read-only container
+  // cannot rewrite its pod's resolv.conf behind the other containers' backs.
+  const fileMode = sec.readonlyRootfs ? 'ro' : 'rw';
+  const files: Array<[string, string]> = [
+    ['/etc/hostname', input.sandboxFiles.hostname],
+    ['/etc/resolv.conf', input.sandboxFiles.resolvConf],
+    ['/etc/hosts', input.sandboxFiles.hosts],
+  ];
+  for (const [destination, source] of files) {
+    if (source === '') continue;
+    defaults.push({ destination, type: 'bind', source, options: ['rbind', 'rprivate', fileMode] });
+  }
+  return [...defaults.filter((m) => !taken.has(m.destination)), ...fromCri];
+}
+
+/**
+ * Host ipc: the host's /dev/shm. Pod ipc: the pod's shared shm when the sandbox provides one, else
+ * a private tmpfs (System V shm is shared through the joined ipc namespace either way).
+ */
+function shmMount(input: ContainerSpecInput): Mount {
+  const opts = ['rbind', 'rprivate', 'nosuid', 'nodev', 'noexec'];
+  if (input.spec.security.namespaces.ipc === 'NODE') {
+    return {
+      destination: '/dev/shm',
+      type: 'bind',
+      source: '/dev/shm',
+      options: ['rbind', 'rprivate', 'rw'],
+    };
+  }
+  if (input.sandboxFiles.shm) {
+    return {
+      destination: '/dev/shm',
+      type: 'bind',
+      source: input.sandboxFiles.shm,
+      options: [...opts, 'rw'],
+    };
+  }
+  const own = infraMounts().find((m) => m.destination === '/dev/shm');
+  return (
+    own ?? {
+      destination: '/dev/shm',
+      type: 'tmpfs',
+      source: 'shm',
+      options: ['nosuid', 'noexec', 'nodev', 'mode=1777'],
+    }
+  );
+}
+
+const PROPAGATION_OPTION: Readonly<Record<ContainerMount['propagation'], string>> = {
+  PRIVATE: 'rprivate',
+  HOST_TO_CONTAINER: 'rslave',
+  BIDIRECTIONAL: 'rshared',
+};
+
+/** Bind mounts sorted by depth (stable), so a mount never hides one inside it. */
+export function criMounts(mounts: readonly ContainerMount[]): Mount[] {
+  const out = mounts.map((m, i): { depth: number; i: number; mount: Mount } => {
+    const destination = cleanPath(m.containerPath);
+    const options = ['rbind', PROPAGATION_OPTION[m.propagation], m.readonly ? 'ro' : 'rw'];
+    if (m.recursiveReadOnly) {
+      // Checked here too: runc applies rro with mount_setattr, which a shared mount would spread.
+      if (!m.readonly || m.propagation !== 'PRIVATE') {
+        throw new InvalidArgumentError(
+          `config.mounts[${i}].recursive_read_only`,
+          'needs readonly and PRIVATE propagation',
+        );
+      }
+      options.push('rro');
+    }
+    return {
+      depth: destination.split('/').filter((c) => c !== '').length,
+      i,
+      mount: { destination, type: 'bind', source: m.hostPath, options },
+    };
+  });
+  return out.sort((a, b) => a.depth - b.depth || a.i - b.i).map((x) => x.mount);
+}
+
+function cleanPath(p: string): string {
+  const n = posix.normalize(p);
+  return n.length > 1 ? n.replace(/\/+$/, '') : n;
+}
+
+/**
+ * The root mount must itself propagate for mounts inside it to: rshared for a BIDIRECTIONAL mount,
+ * rslave for HOST_TO_CONTAINER. Otherwise unset, which runc takes as rslave.
+ */
+function rootfsPropagation(mounts: readonly ContainerMount[]): { rootfsPropagation?: string } {
+  if (mounts.some((m) => m.propagation === 'BIDIRECTIONAL')) return { rootfsPropagation: 'rshared' };
+  if (mounts.some((m) => m.propagation === 'HOST_TO_CONTAINER')) return { rootfsPropagation: 'rslave' };
+  return {};
+}
+
+function deviceRules(input: ContainerSpecInput): LinuxDeviceCgroup[] {
+  if (input.spec.security.privileged) return [{ allow: true, access: 'rwm' }];
+  return [
+    { allow: false, access: 'rwm' },
+    ...STANDARD_DEVICE_RULES.map((r) => ({ ...r })),
+    { ...PTS_RULE },
+    ...input.deviceRules.map((r) => ({ ...r })),
+  ];
+}
+
+/**
+ * The cgroup limits of CRI resources (without devices), also what `runc update` is given. Zero
+ * means unset. Without an explicit swap limit, swap is capped at the memory limit, i.e. no swap,
+ * as kubelet expects of a container with a memory limit.
+ */
+export function linuxResources(r: ContainerResources): LinuxResources {
+  const out: LinuxResources = {};
+  const cpu: NonNullable<LinuxResources['cpu']> = {};
+  if (r.cpuShares > 0) cpu.shares = r.cpuShares;
+  if (r.cpuQuota !== 0) cpu.quota = r.cpuQuota;
+  if (r.cpuPeriod > 0) cpu.period = r.cpuPeriod;
+  if (r.cpusetCpus !== '') cpu.cpus = r.cpusetCpus;
+  if (r.cpusetMems !== '') cpu.mems = r.cpusetMems;
+  if (Object.keys(cpu).length > 0) out.cpu = cpu;
+  // A swap limit alone is left out: cgroup v1 refuses memory+swap below an unlimited memory limit.
+  if (r.memoryLimitBytes > 0) {
+    const swap = r.memorySwapLimitBytes !== 0 ? r.memorySwapLimitBytes : r.memoryLimitBytes;
+    out.memory = { limit: r.memoryLimitBytes, swap };
+  }
+  // A zero hugepage limit is meaningful (no huge pages), so these pass as given.
+  if (r.hugepageLimits.length > 0)
+    out.hugepageLimits = r.hugepageLimits.map((h) => ({ pageSize: h.pageSize, limit: h.limit }));
+  if (Object.keys(r.unified).length > 0) out.unified = { ...r.unified };
+  return out;
+}
+
+function containerAnnotations(input: ContainerSpecInput): Record<string, string> {
+  const pod = input.sandbox.metadata;
+  return {
+    ...input.spec.annotations,
+    'io.kubernetes.cri.container-type': 'container',
+    'io.kubernetes.cri.container-name': input.spec.metadata.name,
+    'io.kubernetes.cri.image-name': input.image.name,
+    'io.kubernetes.cri.sandbox-id': input.sandboxId,
+    'io.kubernetes.cri.sandbox-name': pod.name,
+    'io.kubernetes.cri.sandbox-namespace': pod.namespace,
+    'io.kubernetes.cri.sandbox-uid': pod.uid,
+  };
+}

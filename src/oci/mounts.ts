@@ -1,0 +1,111 @@
+/**
+ * The host side of a container's CRI mounts: real source paths, and host mounts whose propagation
+ * lets the asked-for HOST_TO_CONTAINER or BIDIRECTIONAL propagation work at all. A container's
+ * mount namespace is a copy of the host's; only a mount that is shared on the host when that copy
+ * is made has a peer in the container to receive (or send) mounts.
+ */
+import { mkdir, readFile, realpath } from 'node:fs/promises';
+import { InvalidArgumentError } from '../errors.js';
+import { run } from '../exec.js';
+import { parseMountInfo, type MountInfoEntry } from '../netns/mountinfo.js';
+import type { ContainerMount } from '../container/types.js';
+
+export interface ResolvedMount extends ContainerMount {
+  /** The real path (symlinks resolved) that is bind mounted. */
+  hostPath: string;
+  /** The host path as the request gave it, which ContainerStatus reports. */
+  requestedHostPath: string;
+}
+
+export interface ResolvedMounts {
+  mounts: ResolvedMount[];
+  /** Host mount points this call made shared, for the caller to log. */
+  madeShared: string[];
+  /** The same as log lines. */
+  notes: string[];
+}
+
+export interface ResolveMountsOptions {
+  timeoutMs?: number;
+  mountInfoPath?: string;
+}
+
+const DEFAULT_TIMEOUT_MS = 10_000;
+
+export async function resolveMounts(
+  mounts: readonly ContainerMount[],
+  opts: ResolveMountsOptions = {},
+): Promise<ResolvedMounts> {
+  const resolved: ResolvedMount[] = [];
+  for (const [i, m] of mounts.entries()) {
+    resolved.push({ ...m, hostPath: await realHostPath(m.hostPath, i), requestedHostPath: m.hostPath });
+  }
+  const madeShared: string[] = [];
+  const propagating = resolved.filter((m) => m.propagation !== 'PRIVATE');
+  if (propagating.length > 0) {
+    const mountInfoPath = opts.mountInfoPath ?? '/proc/self/mountinfo';
+    let table = parseMountInfo(await readFile(mountInfoPath, 'utf8'));
+    for (const m of propagating) {
+      const host = mountContaining(table, m.hostPath);
+      if (!host || propagationSatisfied(host, m.propagation)) continue;
+      await run('mount', ['--make-shared', host.mountPoint], {
+        timeoutMs: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+      });
+      madeShared.push(host.mountPoint);
+      table = parseMountInfo(await readFile(mountInfoPath, 'utf8'));
+    }
+  }
+  const notes = madeShared.map(
+    (mp) => `made host mount ${mp} shared, as mount propagation into or out of a container needs`,
+  );
+  return { mounts: resolved, madeShared, notes };
+}
+
+/**
+ * The source as a real path. A missing one is created as a directory, as containerd and kubelet's
+ * hostPath DirectoryOrCreate expect of the runtime.
+ */
+async function realHostPath(hostPath: string, i: number): Promise<string> {
+  const field = `config.mounts[${i}].host_path`;
+  try {
+    return await realpath(hostPath);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw pathError(field, hostPath, err);
+  }
+  try {
+    await mkdir(hostPath, { recursive: true, mode: 0o755 });
+    return await realpath(hostPath);
+  } catch (err) {
+    // A dangling symlink lands here (mkdir finds the link): its target is not ours to invent.
+    throw pathError(field, hostPath, err);
+  }
+}
+
+function pathError(field: string, hostPath: string, err: unknown): InvalidArgumentError {
+  const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+  return new InvalidArgumentError(field, `${hostPath}: ${code}`);
+}
+
+/** The mount `path` (a real path) lives on: the longest mount point prefix, topmost when stacked. */
+export function mountContaining(table: readonly MountInfoEntry[], path: string): MountInfoEntry | undefined {
+  let best: MountInfoEntry | undefined;
+  for (const e of table) {
+    const mp = e.mountPoint;
+    const contains = mp === '/' || path === mp || path.startsWith(`${mp}/`);
+    // Later lines stack over earlier ones on the same mount point, so >= keeps the topmost.
+    if (contains && (!best || mp.length >= best.mountPoint.length)) best = e;
+  }
+  return best;
+}
+
+/** BIDIRECTIONAL needs a shared host mount; HOST_TO_CONTAINER a shared or slave one. */
+export function propagationSatisfied(
+  entry: MountInfoEntry,
+  propagation: ContainerMount['propagation'],
+): boolean {
+  const shared = entry.optionalFields.some((f) => f.startsWith('shared:'));
+  if (propagation === 'BIDIRECTIONAL') return shared;
+  if (propagation === 'HOST_TO_CONTAINER')
+    return shared || entry.optionalFields.some((f) => f.startsWith('master:'));
+  return true;
+}

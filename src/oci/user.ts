@@ -1,0 +1,221 @@
+/**
+ * The uid, gid and supplementary groups a container's process runs as, from the CRI security
+ * context and the image's User, looked up in the image's own /etc/passwd and /etc/group. Those
+ * files belong to the image, so every path inside the rootfs is resolved without ever leaving it:
+ * a symlinked /etc/passwd pointing at "/etc/shadow" means the image's file, not the host's.
+ */
+import { constants } from 'node:fs';
+import { lstat, open, readlink } from 'node:fs/promises';
+import { FailedPreconditionError, InvalidArgumentError } from '../errors.js';
+import type { ContainerSecurity } from '../container/types.js';
+
+export interface ResolvedUser {
+  uid: number;
+  gid: number;
+  /** Supplementary groups, without the primary gid. */
+  additionalGids: number[];
+}
+
+export interface PasswdEntry {
+  name: string;
+  uid: number;
+  gid: number;
+  home: string;
+  shell: string;
+}
+
+export interface GroupEntry {
+  name: string;
+  gid: number;
+  members: string[];
+}
+
+/** Linux's limit on symlinks followed in one lookup (MAXSYMLINKS). */
+const MAX_SYMLINK_HOPS = 40;
+
+const USERNAME_FIELD = 'config.linux.security_context.run_as_username';
+
+export async function resolveUser(
+  rootfs: string,
+  security: ContainerSecurity,
+  imageUser: string | undefined,
+): Promise<ResolvedUser> {
+  const [passwd, groups] = await Promise.all([
+    readInRoot(rootfs, '/etc/passwd').then(parsePasswd),
+    readInRoot(rootfs, '/etc/group').then(parseGroup),
+  ]);
+  const who = pickUser(security, imageUser, passwd);
+  // The image's group applies only with the image's user: a CRI override replaces both.
+  const gid = security.runAsGroup ?? imageGroup(who.groupPart, groups) ?? who.entry?.gid ?? 0;
+  const fromGroupFile = who.entry ? memberships(who.entry.name, groups) : [];
+  const additionalGids = [...new Set([...fromGroupFile, ...security.supplementalGroups])].filter(
+    (g) => g !== gid,
+  );
+  return { uid: who.uid, gid, additionalGids };
+}
+
+interface PickedUser {
+  uid: number;
+  entry: PasswdEntry | undefined;
+  /** The group half of the image's User ("app:staff"), when that is what applies. */
+  groupPart: string | undefined;
+}
+
+function pickUser(
+  security: ContainerSecurity,
+  imageUser: string | undefined,
+  passwd: PasswdEntry[],
+): PickedUser {
+  if (security.runAsUser !== null) {
+    return { uid: security.runAsUser, entry: byUid(passwd, security.runAsUser), groupPart: undefined };
+  }
+  if (security.runAsUsername !== '') {
+    const entry = passwd.find((e) => e.name === security.runAsUsername);
+    if (!entry) {
+      throw new InvalidArgumentError(
+        USERNAME_FIELD,
+        `user "${security.runAsUsername}" not found in the image's /etc/passwd`,
+      );
+    }
+    return { uid: entry.uid, entry, groupPart: undefined };
+  }
+  const [userPart = '', groupPart] = splitUser(imageUser ?? '');
+  if (userPart === '') return { uid: 0, entry: byUid(passwd, 0), groupPart };
+  if (isNumeric(userPart)) {
+    const uid = Number(userPart);
+    return { uid, entry: byUid(passwd, uid), groupPart };
+  }
+  const entry = passwd.find((e) => e.name === userPart);
+  if (!entry) throw new FailedPreconditionError(`user "${userPart}" not found in the image's /etc/passwd`);
+  return { uid: entry.uid, entry, groupPart };
+}
+
+function imageGroup(groupPart: string | undefined, groups: GroupEntry[]): number | undefined {
+  if (groupPart === undefined || groupPart === '') return undefined;
+  if (isNumeric(groupPart)) return Number(groupPart);
+  const group = groups.find((g) => g.name === groupPart);
+  if (!group) throw new FailedPreconditionError(`group "${groupPart}" not found in the image's /etc/group`);
+  return group.gid;
+}
+
+/** "user", "user:group"; a User of only ":group" is the default user with that group. */
+function splitUser(user: string): [string, string | undefined] {
+  const colon = user.indexOf(':');
+  return colon < 0 ? [user, undefined] : [user.slice(0, colon), user.slice(colon + 1)];
+}
+
+function byUid(passwd: PasswdEntry[], uid: number): PasswdEntry | undefined {
+  return passwd.find((e) => e.uid === uid);
+}
+
+function memberships(name: string, groups: GroupEntry[]): number[] {
+  return groups.filter((g) => g.members.includes(name)).map((g) => g.gid);
+}
+
+function isNumeric(s: string): boolean {
+  return /^\d+$/.test(s) && Number(s) <= 0xfffffffe;
+}
+
+/** name:password:uid:gid:gecos:home:shell; malformed lines are skipped, as libc does. */
+export function parsePasswd(text: string): PasswdEntry[] {
+  const entries: PasswdEntry[] = [];
+  for (const line of lines(text)) {
+    const f = line.split(':');
+    const [name = '', , uid = '', gid = ''] = f;
+    if (f.length < 4 || name === '' || !isNumeric(uid) || !isNumeric(gid)) continue;
+    entries.push({ name, uid: Number(uid), gid: Number(gid), home: f[5] ?? '', shell: f[6] ?? '' });
+  }
+  return entries;
+}
+
+/** name:password:gid:member,member */
+export function parseGroup(text: string): GroupEntry[] {
+  const entries: GroupEntry[] = [];
+  for (const line of lines(text)) {
+    const f = line.split(':');
+    const [name = '', , gid = '', members = ''] = f;
+    if (f.length < 3 || name === '' || !isNumeric(gid)) continue;
+    const list = members
+      .split(',')
+      .map((m) => m.trim())
+      .filter((m) => m !== '');
+    entries.push({ name, gid: Number(gid), members: list });
+  }
+  return entries;
+}
+
+function lines(text: string): string[] {
+  return text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'));
+}
+
+/** The contents of `path` inside `rootfs`, '' when it does not exist there. */
+export async function readInRoot(rootfs: string, path: string): Promise<string> {
+  const resolved = await resolveInRoot(rootfs, path);
+  try {
+    // O_NOFOLLOW: the last component was checked above; it must still not be a link now.
+    const handle = await open(resolved, constants.O_RDONLY | constants.O_NOFOLLOW);
+    try {
+      return await handle.readFile('utf8');
+    } finally {
+      await handle.close();
+    }
+  } catch (err) {
+    // A directory where the file should be is as good as no file, as it is for libc.
+    if (isMissing(err) || (err as NodeJS.ErrnoException).code === 'EISDIR') return '';
+    throw err;
+  }
+}
+
+/**
+ * `path` resolved as if `rootfs` were "/": symlinks are followed with absolute targets re-rooted
+ * at `rootfs` and ".." stopping at it. The host path returned lies inside `rootfs`; components
+ * past one that does not exist are kept as they are. More than 40 links is a loop (ELOOP).
+ */
+export async function resolveInRoot(rootfs: string, path: string): Promise<string> {
+  const root = rootfs.replace(/\/+$/, '') || '/';
+  const done: string[] = [];
+  let todo = components(path);
+  let hops = 0;
+  while (todo.length > 0) {
+    const [part, ...rest] = todo as [string, ...string[]];
+    todo = rest;
+    if (part === '..') {
+      done.pop();
+      continue;
+    }
+    const candidate = joinRoot(root, [...done, part]);
+    const info = await lstat(candidate).catch((err: unknown) => {
+      if (isMissing(err)) return null;
+      throw err;
+    });
+    if (info === null) return joinRoot(root, [...done, part, ...todo]);
+    if (!info.isSymbolicLink()) {
+      done.push(part);
+      continue;
+    }
+    if (++hops > MAX_SYMLINK_HOPS) {
+      throw new FailedPreconditionError(`${path} in the image: too many levels of symbolic links`);
+    }
+    const target = await readlink(candidate);
+    if (target.startsWith('/')) done.length = 0;
+    todo = [...components(target), ...todo];
+  }
+  return joinRoot(root, done);
+}
+
+function components(path: string): string[] {
+  return path.split('/').filter((c) => c !== '' && c !== '.');
+}
+
+function joinRoot(root: string, parts: string[]): string {
+  if (parts.length === 0) return root;
+  return `${root === '/' ? '' : root}/${parts.join('/')}`;
+}
+
+function isMissing(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  return code === 'ENOENT' || code === 'ENOTDIR';
+}

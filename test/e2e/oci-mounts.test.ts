@@ -1,0 +1,413 @@
+/**
+ * Container specs from buildContainerSpec under a real runc: joining a real infra's namespaces,
+ * the RuntimeDefault seccomp profile, and CRI mount propagation through host mounts that
+ * resolveMounts had to make shared. Needs root.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import {
+  chmod,
+  copyFile,
+  mkdir,
+  readFile,
+  readdir,
+  readlink,
+  rm,
+  rmdir,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
+import { join } from 'node:path';
+import type { ContainerMount, ContainerSecurity, ContainerSpec } from '../../src/container/types.js';
+import { run } from '../../src/exec.js';
+import { parseMountInfo } from '../../src/netns/mountinfo.js';
+import { allCapabilities, effectiveCapabilities } from '../../src/oci/capabilities.js';
+import { buildContainerSpec, type ContainerSpecInput } from '../../src/oci/container.js';
+import { hostDevices } from '../../src/oci/devices.js';
+import { buildInfraSpec } from '../../src/oci/infra.js';
+import { mountContaining, resolveMounts } from '../../src/oci/mounts.js';
+import { clampOomScoreAdj } from '../../src/oci/oom.js';
+import { Runc } from '../../src/oci/runc.js';
+import { defaultSeccompProfile } from '../../src/oci/seccomp.js';
+import type { Spec } from '../../src/oci/spec.js';
+import { resolveUser } from '../../src/oci/user.js';
+import type { SandboxSpec } from '../../src/sandbox/types.js';
+
+const suffix = randomBytes(4).toString('hex');
+const base = `/run/berth-test-mounts-${suffix}`;
+const cgroupParent = `/berth-test-mounts-${suffix}`;
+const rootfs = join(base, 'rootfs');
+const files = join(base, 'sandbox');
+/** tmpfs volumes, each made private first so that resolveMounts has to make it shared. */
+const volumes = [join(base, 'vol-bidi'), join(base, 'vol-slave'), join(base, 'vol-rro')];
+const T = 15_000;
+const runc = new Runc({ binary: 'runc', root: join(base, 'runc'), systemdCgroup: false, timeoutMs: T });
+const ids: string[] = [];
+const infraId = `berth-mounts-infra-${suffix}`;
+let infraPid = 0;
+
+const APPLETS = [
+  'sh',
+  'cat',
+  'echo',
+  'ls',
+  'mkdir',
+  'mount',
+  'readlink',
+  'sleep',
+  'true',
+  'unshare',
+  'hostname',
+  'touch',
+];
+
+before(async () => {
+  await mkdir(base, { recursive: true });
+  await makeRootfs();
+  await mkdir(files);
+  await writeFile(join(files, 'hostname'), 'pod-host\n');
+  await writeFile(join(files, 'resolv.conf'), 'nameserver 127.0.0.1\n');
+  await writeFile(join(files, 'hosts'), '127.0.0.1\tlocalhost\n');
+  for (const vol of volumes) {
+    await mkdir(vol);
+    await run('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', vol], { timeoutMs: T });
+    await run('mount', ['--make-private', vol], { timeoutMs: T });
+  }
+  infraPid = await startInfra();
+});
+
+after(async () => {
+  for (const id of [...ids, infraId]) await runc.delete(id, { force: true }).catch(() => undefined);
+  for (const vol of volumes) {
+    await run('umount', ['--recursive', '--lazy', vol], { timeoutMs: T }).catch(() => undefined);
+  }
+  await rm(base, { recursive: true, force: true });
+  for (const hierarchy of await readdir('/sys/fs/cgroup').catch(() => [])) {
+    const parent = join('/sys/fs/cgroup', hierarchy, cgroupParent);
+    for (const id of [...ids, infraId]) await rmdir(join(parent, id)).catch(() => undefined);
+    await rmdir(parent).catch(() => undefined);
+  }
+});
+
+async function makeRootfs(): Promise<void> {
+  for (const d of ['bin', 'proc', 'dev', 'sys', 'etc', 'tmp'])
+    await mkdir(join(rootfs, d), { recursive: true });
+  await copyFile('/bin/busybox', join(rootfs, 'bin', 'busybox'));
+  await chmod(join(rootfs, 'bin', 'busybox'), 0o755);
+  for (const a of [...APPLETS, 'linux32', 'linux64']) await symlink('busybox', join(rootfs, 'bin', a));
+}
+
+/** A pod infra: busybox sleep in new pid, ipc, uts and network namespaces. */
+async function startInfra(): Promise<number> {
+  const spec = buildInfraSpec({
+    rootfsPath: rootfs,
+    hostname: 'berth-pod',
+    netnsPath: null,
+    hostIpc: false,
+    hostPid: false,
+    sysctls: {},
+    cgroupsPath: `${cgroupParent}/${infraId}`,
+    privileged: false,
+    oomScoreAdj: clampOomScoreAdj(0),
+    annotations: {},
+  });
+  if (!spec.process || !spec.linux?.namespaces) throw new Error('infra spec without process');
+  spec.process.args = ['/bin/sleep', '1000'];
+  spec.linux.namespaces.push({ type: 'network' });
+  const bundle = await writeBundle(infraId, spec);
+  const pid = await runc.create(infraId, bundle, join(bundle, 'init.pid'));
+  await runc.start(infraId);
+  return pid;
+}
+
+async function writeBundle(id: string, spec: Spec): Promise<string> {
+  const dir = join(base, 'bundles', id);
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, 'config.json'), JSON.stringify(spec, null, 2));
+  return dir;
+}
+
+function security(over: Partial<ContainerSecurity> = {}): ContainerSecurity {
+  return {
+    addCapabilities: [],
+    dropCapabilities: [],
+    addAmbientCapabilities: [],
+    privileged: false,
+    namespaces: { network: 'POD', pid: 'POD', ipc: 'POD', targetId: '' },
+    runAsUser: null,
+    runAsUsername: '',
+    runAsGroup: null,
+    readonlyRootfs: false,
+    supplementalGroups: [],
+    noNewPrivs: false,
+    maskedPaths: null,
+    readonlyPaths: null,
+    seccomp: { kind: 'RuntimeDefault' },
+    apparmor: { kind: 'Unconfined' },
+    ...over,
+  };
+}
+
+function containerSpec(command: string[], over: Partial<ContainerSpec> = {}): ContainerSpec {
+  return {
+    metadata: { name: 'test', attempt: 0 },
+    image: 'busybox',
+    userSpecifiedImage: '',
+    command,
+    args: [],
+    workingDir: '',
+    envs: [],
+    mounts: [],
+    devices: [],
+    labels: {},
+    annotations: {},
+    logPath: '',
+    stdin: false,
+    stdinOnce: false,
+    tty: false,
+    resources: {
+      cpuPeriod: 0,
+      cpuQuota: 0,
+      cpuShares: 0,
+      memoryLimitBytes: 0,
+      oomScoreAdj: 0,
+      cpusetCpus: '',
+      cpusetMems: '',
+      hugepageLimits: [],
+      unified: {},
+      memorySwapLimitBytes: 0,
+    },
+    security: security(),
+    ...over,
+  };
+}
+
+const sandbox: SandboxSpec = {
+  metadata: { name: 'pod', uid: 'uid', namespace: 'ns', attempt: 0 },
+  hostname: 'berth-pod',
+  logDirectory: '',
+  dnsConfig: null,
+  portMappings: [],
+  labels: {},
+  annotations: {},
+  runtimeHandler: '',
+  cgroupParent,
+  sysctls: {},
+  namespaces: { network: 'POD', pid: 'POD', ipc: 'POD', targetId: '' },
+  security: {
+    runAsUser: null,
+    runAsGroup: null,
+    supplementalGroups: [],
+    privileged: false,
+    readonlyRootfs: false,
+  },
+};
+
+/** The spec the way src/container/prepare.ts makes it: user, mounts and devices resolved first. */
+async function specFor(
+  id: string,
+  spec: ContainerSpec,
+  over: Partial<ContainerSpecInput> = {},
+): Promise<Spec> {
+  const sec = spec.security;
+  const user = await resolveUser(rootfs, sec, undefined);
+  const { mounts } = await resolveMounts(spec.mounts);
+  const all = await allCapabilities();
+  const caps = effectiveCapabilities(sec, all);
+  ids.push(id);
+  return buildContainerSpec({
+    containerId: id,
+    sandboxId: infraId,
+    spec,
+    sandbox,
+    image: { name: 'busybox', config: {} },
+    rootfsPath: rootfs,
+    user,
+    netnsPath: `/proc/${infraPid}/ns/net`,
+    infraPid,
+    targetPid: null,
+    sandboxFiles: {
+      resolvConf: join(files, 'resolv.conf'),
+      hostname: join(files, 'hostname'),
+      hosts: join(files, 'hosts'),
+    },
+    cgroupsPath: `${cgroupParent}/${id}`,
+    oomScoreAdj: clampOomScoreAdj(0),
+    seccomp: sec.privileged ? null : defaultSeccompProfile(caps),
+    apparmorProfile: null,
+    devices: sec.privileged ? await hostDevices() : [],
+    deviceRules: [],
+    mounts,
+    allCapabilities: all,
+    ...over,
+  });
+}
+
+/** `runc run` in the foreground: the container's stdout, once it has exited (and been deleted). */
+async function runOnce(id: string, spec: Spec): Promise<string> {
+  const bundle = await writeBundle(id, spec);
+  const { stdout } = await run('runc', ['--root', join(base, 'runc'), 'run', '--bundle', bundle, id], {
+    timeoutMs: T,
+  });
+  return stdout;
+}
+
+async function execIn(id: string, args: string[]): Promise<string> {
+  const { stdout } = await run('runc', ['--root', join(base, 'runc'), 'exec', id, ...args], { timeoutMs: T });
+  return stdout;
+}
+
+async function mountInfoFor(path: string): Promise<string[]> {
+  const table = parseMountInfo(await readFile('/proc/self/mountinfo', 'utf8'));
+  return mountContaining(table, path)?.optionalFields ?? [];
+}
+
+function mount(containerPath: string, hostPath: string, over: Partial<ContainerMount> = {}): ContainerMount {
+  return {
+    containerPath,
+    hostPath,
+    readonly: false,
+    recursiveReadOnly: false,
+    selinuxRelabel: false,
+    propagation: 'PRIVATE',
+    ...over,
+  };
+}
+
+test('a container joins the infra pid, ipc, uts and net namespaces, with its own mount namespace', async () => {
+  const id = `berth-mounts-join-${suffix}`;
+  const links = ['pid', 'ipc', 'uts', 'net', 'mnt'].map((ns) => `readlink /proc/self/ns/${ns}`);
+  const script = [...links, 'hostname', 'cat /proc/1/cmdline', 'echo', 'cat /etc/hostname'].join('; ');
+  const out = await runOnce(id, await specFor(id, containerSpec(['sh', '-c', script])));
+  const [pid, ipc, uts, net, mnt, hostname, pid1, etcHostname] = out.trim().split('\n');
+  assert.equal(pid, await readlink(`/proc/${infraPid}/ns/pid`));
+  assert.equal(ipc, await readlink(`/proc/${infraPid}/ns/ipc`));
+  assert.equal(uts, await readlink(`/proc/${infraPid}/ns/uts`));
+  assert.equal(net, await readlink(`/proc/${infraPid}/ns/net`));
+  assert.notEqual(mnt, await readlink(`/proc/${infraPid}/ns/mnt`));
+  assert.notEqual(ipc, await readlink('/proc/self/ns/ipc'), 'not the host ipc');
+  assert.equal(hostname, 'berth-pod', "the infra's hostname, through its uts namespace");
+  assert.equal(pid1, '/bin/sleep\x001000\x00', 'pid 1 is the infra');
+  assert.equal(etcHostname, 'pod-host', 'the pod file is mounted');
+});
+
+test('the RuntimeDefault seccomp profile loads, allows ordinary work and denies user namespaces', async () => {
+  const script = [
+    '/bin/busybox true; echo true=$?',
+    'linux32 true; echo linux32=$?',
+    'linux64 true; echo linux64=$?',
+    'unshare -U true 2>/dev/null; echo unshare=$?',
+    'cat /proc/self/status',
+  ].join('; ');
+  const confined = `berth-mounts-seccomp-${suffix}`;
+  const out = await runOnce(confined, await specFor(confined, containerSpec(['sh', '-c', script])));
+  assert.match(out, /^true=0$/m);
+  assert.match(out, /^linux32=0$/m, 'personality(PER_LINUX32) is allowed');
+  assert.match(out, /^linux64=0$/m);
+  assert.match(out, /^unshare=1$/m);
+  assert.match(out, /^Seccomp:\s+2$/m, 'filter mode');
+
+  // The control: the same container without the profile may create a user namespace, so the
+  // profile is what stopped it above.
+  const open = `berth-mounts-noseccomp-${suffix}`;
+  const control = await runOnce(
+    open,
+    await specFor(open, containerSpec(['sh', '-c', script]), { seccomp: null }),
+  );
+  assert.match(control, /^unshare=0$/m);
+  assert.match(control, /^Seccomp:\s+0$/m);
+});
+
+test('BIDIRECTIONAL: a mount made in a privileged container appears on the host', async () => {
+  const vol = volumes[0] ?? '';
+  await mkdir(join(vol, 'data'));
+  const link = join(base, 'bidi-link');
+  await symlink(join(vol, 'data'), link);
+  assert.deepEqual(await mountInfoFor(vol), [], 'the volume starts private');
+
+  const m = mount('/vol', link, { propagation: 'BIDIRECTIONAL' });
+  const resolved = await resolveMounts([m]);
+  assert.equal(resolved.mounts[0]?.hostPath, join(vol, 'data'), 'the symlink is resolved');
+  assert.equal(resolved.mounts[0]?.requestedHostPath, link);
+  assert.deepEqual(resolved.madeShared, [vol]);
+  assert.ok(
+    (await mountInfoFor(vol)).some((f) => f.startsWith('shared:')),
+    'now shared',
+  );
+  assert.deepEqual((await resolveMounts([m])).madeShared, [], 'idempotent');
+
+  const id = `berth-mounts-bidi-${suffix}`;
+  const script = 'mkdir -p /vol/sub && mount -t tmpfs tmpfs /vol/sub && echo from-container > /vol/sub/file';
+  const privileged = security({ privileged: true });
+  const spec = await specFor(id, containerSpec(['sh', '-c', script], { mounts: [m], security: privileged }));
+  assert.equal(spec.linux?.rootfsPropagation, 'rshared');
+  await runOnce(id, spec);
+  assert.equal(await readFile(join(vol, 'data', 'sub', 'file'), 'utf8'), 'from-container\n');
+});
+
+test('privileged spec: all capabilities and host devices', async () => {
+  const id = `berth-mounts-priv-${suffix}`;
+  const privileged = containerSpec(['sh', '-c', 'cat /proc/self/status; ls /dev'], {
+    security: security({ privileged: true }),
+  });
+  const spec = await specFor(id, privileged);
+  assert.ok((spec.linux?.devices?.length ?? 0) > 0);
+  const out = await runOnce(id, spec);
+  const capEff = /^CapEff:\s*([0-9a-f]+)$/m.exec(out)?.[1];
+  const capBnd = /^CapBnd:\s*([0-9a-f]+)$/m.exec(await readFile('/proc/self/status', 'utf8'))?.[1];
+  assert.equal(capEff, capBnd, 'every capability berth itself holds');
+  assert.match(out, /^Seccomp:\s+0$/m);
+  const hostHas = (await readdir('/dev')).filter((n) => /^(vda|loop0|kmsg|mem)$/.test(n));
+  for (const name of hostHas)
+    assert.match(out, new RegExp(`^${name}$`, 'm'), `/dev/${name} in the container`);
+});
+
+test('HOST_TO_CONTAINER sees later host mounts; PRIVATE does not', async () => {
+  const vol = volumes[1] ?? '';
+  await mkdir(join(vol, 'h2c'));
+  const missing = join(vol, 'priv', 'made', 'by', 'resolve');
+  const mounts = [
+    mount('/h2c', join(vol, 'h2c'), { propagation: 'HOST_TO_CONTAINER' }),
+    mount('/priv', missing),
+  ];
+  const id = `berth-mounts-h2c-${suffix}`;
+  const spec = await specFor(id, containerSpec(['sleep', '1000'], { mounts }));
+  assert.equal(spec.linux?.rootfsPropagation, 'rslave');
+  assert.ok(
+    (await mountInfoFor(vol)).some((f) => f.startsWith('shared:')),
+    'made shared by resolveMounts',
+  );
+  assert.deepEqual(await readdir(missing), [], 'a missing host path is created');
+
+  const bundle = await writeBundle(id, spec);
+  await runc.create(id, bundle, join(bundle, 'init.pid'));
+  await runc.start(id);
+
+  for (const dir of [join(vol, 'h2c', 'late'), join(missing, 'late')]) {
+    await mkdir(dir);
+    await run('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', dir], { timeoutMs: T });
+    await writeFile(join(dir, 'file'), 'from-host\n');
+  }
+  assert.equal(await execIn(id, ['cat', '/h2c/late/file']), 'from-host\n');
+  assert.equal(await execIn(id, ['ls', '-A', '/priv/late']), '', 'a private mount does not receive');
+  await runc.delete(id, { force: true });
+});
+
+test('recursive read-only: a submount of a readonly mount is read-only too with rro, not without', async () => {
+  const vol = volumes[2] ?? '';
+  await mkdir(join(vol, 'sub'));
+  await run('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', join(vol, 'sub')], { timeoutMs: T });
+  const mounts = [
+    mount('/rro', vol, { readonly: true, recursiveReadOnly: true }),
+    mount('/ro', vol, { readonly: true }),
+  ];
+  const script =
+    'touch /rro/sub/a 2>&1; echo rro=$?; touch /ro/sub/b; echo ro=$?; touch /ro/c 2>/dev/null; echo top=$?';
+  const id = `berth-mounts-rro-${suffix}`;
+  const out = await runOnce(id, await specFor(id, containerSpec(['sh', '-c', script], { mounts })));
+  assert.match(out, /Read-only file system/);
+  assert.match(out, /^rro=1$/m);
+  assert.match(out, /^ro=0$/m, 'plain ro leaves submounts writable');
+  assert.match(out, /^top=1$/m);
+});

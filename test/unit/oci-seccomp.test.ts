@@ -1,0 +1,300 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  ALLOWED_PERSONALITIES,
+  CLONE_NAMESPACE_FLAGS,
+  defaultSeccompProfile,
+  loadSeccompProfile,
+  personalityRules,
+} from '../../src/oci/seccomp.js';
+import type { LinuxSeccompArg, Seccomp } from '../../src/oci/spec.js';
+import { DEFAULT_CAPABILITIES } from '../../src/oci/infra.js';
+
+/**
+ * What runc makes of a profile, for one syscall and its arguments: the first matching rule's
+ * action (runc splits a rule with several conditions on one argument into one rule per condition),
+ * else the default. Rules here never conflict, so order does not matter.
+ */
+function evaluate(profile: Seccomp, name: string, args: bigint[] = []): { action: string; errno?: number } {
+  for (const rule of profile.syscalls ?? []) {
+    if (!rule.names.includes(name)) continue;
+    const conds = rule.args ?? [];
+    const indexes = conds.map((c) => c.index);
+    const split = new Set(indexes).size !== indexes.length;
+    const match = split ? conds.some((c) => holds(c, args)) : conds.every((c) => holds(c, args));
+    if (conds.length === 0 || match) return { action: rule.action, errno: rule.errnoRet };
+  }
+  return { action: profile.defaultAction };
+}
+
+function holds(c: LinuxSeccompArg, args: bigint[]): boolean {
+  const x = args[c.index] ?? 0n;
+  const v = BigInt(c.value);
+  switch (c.op) {
+    case 'SCMP_CMP_EQ':
+      return x === v;
+    case 'SCMP_CMP_NE':
+      return x !== v;
+    case 'SCMP_CMP_GT':
+      return x > v;
+    case 'SCMP_CMP_GE':
+      return x >= v;
+    case 'SCMP_CMP_LT':
+      return x < v;
+    case 'SCMP_CMP_LE':
+      return x <= v;
+    case 'SCMP_CMP_MASKED_EQ':
+      return (x & v) === BigInt(c.valueTwo ?? 0);
+    default:
+      throw new Error(`unknown op ${c.op}`);
+  }
+}
+
+const defaults = defaultSeccompProfile(DEFAULT_CAPABILITIES, 'x64');
+const denied = (p: Seccomp, name: string, args?: bigint[]): boolean =>
+  evaluate(p, name, args).action !== 'SCMP_ACT_ALLOW';
+
+test('default profile: allow by default, host architectures', () => {
+  assert.equal(defaults.defaultAction, 'SCMP_ACT_ALLOW');
+  assert.deepEqual(defaults.architectures, ['SCMP_ARCH_X86_64', 'SCMP_ARCH_X86', 'SCMP_ARCH_X32']);
+  assert.deepEqual(defaultSeccompProfile([], 'arm64').architectures, ['SCMP_ARCH_AARCH64', 'SCMP_ARCH_ARM']);
+  assert.equal(defaultSeccompProfile([], 'riscv64').architectures, undefined);
+  // runc drops rules whose action is the default one; every rule here must deny.
+  for (const rule of defaults.syscalls ?? []) assert.equal(rule.action, 'SCMP_ACT_ERRNO');
+});
+
+test('default profile: everyday syscalls are allowed', () => {
+  for (const name of [
+    'read',
+    'write',
+    'openat',
+    'execve',
+    'mmap',
+    'sethostname',
+    'chmod',
+    'socket',
+    'adjtimex',
+  ]) {
+    assert.ok(!denied(defaults, name), name);
+  }
+});
+
+test('default profile: dangerous syscalls fail with EPERM', () => {
+  for (const name of [
+    'init_module',
+    'finit_module',
+    'kexec_load',
+    'reboot',
+    'swapon',
+    'settimeofday',
+    'clock_settime',
+    'mount',
+    'umount2',
+    'pivot_root',
+    'unshare',
+    'setns',
+    'open_by_handle_at',
+    'fsopen',
+    'move_mount',
+    'open_tree',
+    'ptrace',
+    'process_vm_readv',
+    'bpf',
+    'perf_event_open',
+    'userfaultfd',
+    'keyctl',
+    'add_key',
+    'request_key',
+    'acct',
+    'iopl',
+    'ioperm',
+    'syslog',
+    'quotactl',
+    'lookup_dcookie',
+    'nfsservctl',
+    'uselib',
+    'ustat',
+    'sysfs',
+    '_sysctl',
+    'vm86',
+    'kcmp',
+  ]) {
+    assert.deepEqual(evaluate(defaults, name), { action: 'SCMP_ACT_ERRNO', errno: 1 }, name);
+  }
+});
+
+test('default profile: capabilities lift the matching denials', () => {
+  const admin = defaultSeccompProfile([...DEFAULT_CAPABILITIES, 'CAP_SYS_ADMIN'], 'x64');
+  for (const name of ['mount', 'unshare', 'setns', 'pivot_root', 'bpf', 'perf_event_open', 'clone3']) {
+    assert.ok(!denied(admin, name), name);
+  }
+  assert.ok(!denied(admin, 'clone', [0x10000000n]));
+  assert.ok(denied(admin, 'ptrace'), 'SYS_ADMIN does not give ptrace');
+  const more = defaultSeccompProfile(
+    [
+      'CAP_SYS_PTRACE',
+      'CAP_SYS_MODULE',
+      'CAP_SYS_BOOT',
+      'CAP_SYS_TIME',
+      'CAP_SYSLOG',
+      'CAP_SYS_RAWIO',
+      'CAP_SYS_PACCT',
+    ],
+    'x64',
+  );
+  for (const name of ['ptrace', 'kcmp', 'init_module', 'reboot', 'clock_settime', 'syslog', 'iopl', 'acct']) {
+    assert.ok(!denied(more, name), name);
+  }
+  assert.ok(denied(more, 'keyctl'), 'keyrings stay denied whatever the capabilities');
+  assert.ok(!denied(defaultSeccompProfile(['CAP_BPF'], 'x64'), 'bpf'));
+  assert.ok(!denied(defaultSeccompProfile(['CAP_DAC_READ_SEARCH'], 'x64'), 'open_by_handle_at'));
+});
+
+test('default profile: clone with namespace flags is denied, plain clone and threads are not', () => {
+  for (const flag of CLONE_NAMESPACE_FLAGS) {
+    assert.deepEqual(evaluate(defaults, 'clone', [BigInt(flag) | 0x11n]), {
+      action: 'SCMP_ACT_ERRNO',
+      errno: 1,
+    });
+  }
+  // fork (SIGCHLD) and pthread_create's flags.
+  assert.ok(!denied(defaults, 'clone', [0x11n]));
+  assert.ok(!denied(defaults, 'clone', [0x3d0f00n]));
+  assert.deepEqual(evaluate(defaults, 'clone3'), { action: 'SCMP_ACT_ERRNO', errno: 38 });
+});
+
+test('personality: exactly the allowed values pass', () => {
+  const profile: Seccomp = { defaultAction: 'SCMP_ACT_ALLOW', syscalls: personalityRules() };
+  for (const v of ALLOWED_PERSONALITIES)
+    assert.ok(!denied(profile, 'personality', [BigInt(v)]), v.toString(16));
+  const samples = new Set<bigint>([
+    1n,
+    7n,
+    9n,
+    0x10n,
+    0x18n,
+    0x0040000n, // ADDR_NO_RANDOMIZE
+    0x0040008n,
+    0x1ffffn,
+    0x20001n,
+    0x20007n,
+    0x20009n,
+    0x28000n,
+    0x30000n,
+    0x30008n,
+    0x80000000n,
+    0xfffffffen,
+    0x7fffffffn,
+    0xfffdfff7n,
+    0x100000000n,
+    0x100000008n,
+    0xffffffffffffffffn,
+  ]);
+  // Every single bit and every pair of bits.
+  for (let i = 0n; i < 32n; i++) {
+    samples.add(1n << i);
+    for (let j = 0n; j < 32n; j++) samples.add((1n << i) | (1n << j));
+  }
+  // And a deterministic spread of other values.
+  let x = 0x12345678n;
+  for (let k = 0; k < 20000; k++) {
+    x = (x * 1103515245n + 12345n) & 0xffffffffn;
+    samples.add(x);
+  }
+  const allowed = new Set(ALLOWED_PERSONALITIES.map((v) => BigInt(v)));
+  for (const v of samples) {
+    assert.equal(denied(profile, 'personality', [v]), !allowed.has(v), `personality(0x${v.toString(16)})`);
+  }
+});
+
+test('personality rules have one condition each (runc ORs same-argument conditions)', () => {
+  for (const rule of [...personalityRules(), ...(defaults.syscalls ?? [])]) {
+    assert.ok((rule.args?.length ?? 0) <= 1);
+  }
+});
+
+let dir = '';
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'berth-seccomp-'));
+});
+after(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+test('loadSeccompProfile: an OCI profile, as cri-tools writes them', async () => {
+  const path = join(dir, 'block-chmod.json');
+  await writeFile(
+    path,
+    JSON.stringify({
+      defaultAction: 'SCMP_ACT_ALLOW',
+      syscalls: [{ names: ['chmod'], action: 'SCMP_ACT_ERRNO' }],
+    }),
+  );
+  assert.deepEqual(await loadSeccompProfile(path), {
+    defaultAction: 'SCMP_ACT_ALLOW',
+    syscalls: [{ names: ['chmod'], action: 'SCMP_ACT_ERRNO' }],
+  });
+});
+
+test('loadSeccompProfile: the Docker form, archMap and name', async () => {
+  const path = join(dir, 'docker.json');
+  await writeFile(
+    path,
+    JSON.stringify({
+      defaultAction: 'SCMP_ACT_ERRNO',
+      defaultErrnoRet: 1,
+      archMap: [{ architecture: 'SCMP_ARCH_X86_64', subArchitectures: ['SCMP_ARCH_X86', 'SCMP_ARCH_X32'] }],
+      syscalls: [
+        { name: 'read', action: 'SCMP_ACT_ALLOW', args: null, comment: 'x' },
+        {
+          names: ['personality'],
+          action: 'SCMP_ACT_ALLOW',
+          args: [{ index: 0, value: 8, valueTwo: 0, op: 'SCMP_CMP_EQ' }],
+        },
+      ],
+    }),
+  );
+  assert.deepEqual(await loadSeccompProfile(path), {
+    defaultAction: 'SCMP_ACT_ERRNO',
+    defaultErrnoRet: 1,
+    architectures: ['SCMP_ARCH_X86_64', 'SCMP_ARCH_X86', 'SCMP_ARCH_X32'],
+    syscalls: [
+      { names: ['read'], action: 'SCMP_ACT_ALLOW' },
+      {
+        names: ['personality'],
+        action: 'SCMP_ACT_ALLOW',
+        args: [{ index: 0, value: 8, valueTwo: 0, op: 'SCMP_CMP_EQ' }],
+      },
+    ],
+  });
+});
+
+test('loadSeccompProfile: missing, not JSON, or malformed is InvalidArgument on localhost_ref', async () => {
+  const field = 'config.linux.security_context.seccomp.localhost_ref';
+  await assert.rejects(loadSeccompProfile(join(dir, 'nope.json')), { name: 'InvalidArgumentError', field });
+  const cases: Array<[string, string]> = [
+    ['notjson', '{'],
+    ['array', '[]'],
+    ['noaction', '{}'],
+    ['badaction', '{"defaultAction":"SCMP_ACT_MAYBE"}'],
+    ['badsyscalls', '{"defaultAction":"SCMP_ACT_ALLOW","syscalls":{}}'],
+    ['nonames', '{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"action":"SCMP_ACT_ERRNO"}]}'],
+    [
+      'badop',
+      '{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["x"],"action":"SCMP_ACT_ERRNO","args":[{"index":0,"value":1,"op":"LT"}]}]}',
+    ],
+    [
+      'badindex',
+      '{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["x"],"action":"SCMP_ACT_ERRNO","args":[{"index":6,"value":1,"op":"SCMP_CMP_EQ"}]}]}',
+    ],
+    ['badarch', '{"defaultAction":"SCMP_ACT_ALLOW","architectures":"SCMP_ARCH_X86_64"}'],
+  ];
+  for (const [name, text] of cases) {
+    const path = join(dir, `${name}.json`);
+    await writeFile(path, text);
+    await assert.rejects(loadSeccompProfile(path), { name: 'InvalidArgumentError', field }, name);
+  }
+});
