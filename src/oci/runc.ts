@@ -4,8 +4,15 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { AlreadyExistsError, BerthError, ExecError } from '../errors.js';
+import {
+  AlreadyExistsError,
+  BerthError,
+  ExecError,
+  FailedPreconditionError,
+  NotFoundError,
+} from '../errors.js';
 import { run, type ExecOptions } from '../exec.js';
+import type { LinuxResources } from './spec.js';
 
 export interface RuncOptions {
   /** Path or name of the runc binary. */
@@ -114,10 +121,38 @@ export class Runc {
     return parsed.map(parseState);
   }
 
-  private exec(args: string[], output?: ExecOptions['output']): Promise<{ stdout: string }> {
+  /**
+   * `runc update --resources -`: applies `resources` to the live cgroups of a created, running or
+   * paused container. Only the fields present change. The JSON goes on stdin so that no temp file
+   * is needed. A container runc does not know is NotFoundError; a stopped one FailedPrecondition.
+   */
+  async update(id: string, resources: LinuxResources): Promise<void> {
+    try {
+      await this.exec(['update', '--resources', '-', id], undefined, JSON.stringify(resources));
+    } catch (err) {
+      if (isNotExist(err)) throw new NotFoundError('container', id);
+      const st = await this.state(id).catch(() => undefined);
+      if (st === null) throw new NotFoundError('container', id);
+      if (st?.status === 'stopped' && err instanceof ExecError) {
+        throw new FailedPreconditionError(`container "${id}" is not running: ${err.stderr.trim()}`);
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * The full command line of a runc invocation, global flags included, for callers that must spawn
+   * runc themselves (exec-sync needs the child's pid and streamed, capped output).
+   */
+  command(args: readonly string[]): { file: string; args: string[] } {
     const global = ['--root', this.opts.root];
     if (this.opts.systemdCgroup) global.push('--systemd-cgroup');
-    return run(this.opts.binary, [...global, ...args], { timeoutMs: this.opts.timeoutMs, output });
+    return { file: this.opts.binary, args: [...global, ...args] };
+  }
+
+  private exec(args: string[], output?: ExecOptions['output'], input?: string): Promise<{ stdout: string }> {
+    const cmd = this.command(args);
+    return run(cmd.file, cmd.args, { timeoutMs: this.opts.timeoutMs, output, input });
   }
 }
 

@@ -1,0 +1,276 @@
+/**
+ * ExecSync: runs a command in a running container with `runc exec` and collects its output.
+ *
+ * runc is spawned directly rather than through run() because we need its pid (to tell the exec'd
+ * process apart from a recycled pid on timeout) and must cap the output while it streams.
+ *
+ * Behaviour worth knowing, learnt from kubelet and containerd:
+ * - kubelet's exec prober keeps only 10 KiB of combined output (pkg/probe/exec maxReadLength);
+ *   containerd caps each stream at 16 MiB so that the reply fits its gRPC limit. The caller picks
+ *   the cap (EXEC_SYNC_OUTPUT_CAP is a default); output past it is read and discarded, so the
+ *   command never blocks on a full pipe.
+ * - On timeout containerd SIGKILLs the exec'd process and fails the call with an error wrapping
+ *   context.DeadlineExceeded, which reaches kubelet as gRPC DeadlineExceeded; kubelet's remote
+ *   runtime turns exactly that code into its "command timed out" error (a failed probe, not an
+ *   errored one). Here a timeout is a result with timedOut set, for the service layer to map.
+ * - Non-detached `runc exec` copies the process' stdio through pipes of its own and only exits once
+ *   every holder of those pipes has closed them, so `sh -c 'daemon &'` lasts as long as the daemon.
+ *   containerd's default (drain_exec_sync_io_timeout = 0) waits the same way; the timeout, when
+ *   set, bounds the whole call including that wait.
+ */
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { constants as osConstants, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import type { ExecSyncResult } from '../container/types.js';
+import { ExecError, FailedPreconditionError, InvalidArgumentError } from '../errors.js';
+import { readLoggedErrors, type Runc } from './runc.js';
+import type { Process } from './spec.js';
+
+/** A default cap per stream: above kubelet's 10 KiB probe window, far below any gRPC limit. */
+export const EXEC_SYNC_OUTPUT_CAP = 16 * 1024;
+
+/** How long runc gets to exit after its process was killed before runc itself is killed. */
+const KILL_GRACE_MS = 2_000;
+/** How long a timed-out exec waits for runc to write the pid file (runc still setting up). */
+const PID_FILE_WAIT_MS = 1_000;
+/** After runc has exited, how long its stdio may stay open before we stop reading. */
+const DRAIN_MS = 2_000;
+
+export interface ExecSyncOptions {
+  /** 0 means no timeout. */
+  timeoutMs: number;
+  /** Cap for stdout and for stderr, each. */
+  maxOutputBytes: number;
+  /** Parent of the per-exec temp dir (process.json, pid file, runc log); default os.tmpdir(). */
+  tmpDir?: string;
+}
+
+/**
+ * Runs `process` (the container's process spec with args replaced) in container `id`. Resolves
+ * with the command's exit code (128+n when a signal killed it, as runc reports it), or with
+ * timedOut set after killing it on timeout; then exitCode is what runc reported for the killed
+ * process, typically 137, or 128+n for the signal that killed runc. Throws
+ * FailedPreconditionError when the container is not running, ExecError when runc could not
+ * start the process (e.g. the executable does not exist), with runc's reason.
+ */
+export async function execSync(
+  runc: Runc,
+  id: string,
+  process: Process,
+  opts: ExecSyncOptions,
+): Promise<ExecSyncResult> {
+  if (process.args.length === 0) throw new InvalidArgumentError('cmd', 'must not be empty');
+  if (!Number.isInteger(opts.maxOutputBytes) || opts.maxOutputBytes < 0) {
+    throw new InvalidArgumentError(
+      'maxOutputBytes',
+      `must be a non-negative integer, got ${opts.maxOutputBytes}`,
+    );
+  }
+  if (!Number.isFinite(opts.timeoutMs) || opts.timeoutMs < 0) {
+    throw new InvalidArgumentError('timeout', `must be non-negative, got ${opts.timeoutMs}`);
+  }
+  const dir = await mkdtemp(join(opts.tmpDir ?? tmpdir(), 'berth-exec-'));
+  try {
+    const files = {
+      process: join(dir, 'process.json'),
+      pid: join(dir, 'exec.pid'),
+      log: join(dir, 'log.json'),
+    };
+    // No console socket is ever handed to runc, so a terminal cannot be honoured.
+    await writeFile(files.process, JSON.stringify({ ...process, terminal: false }));
+    const cmd = runc.command([
+      '--log',
+      files.log,
+      '--log-format',
+      'json',
+      'exec',
+      '--process',
+      files.process,
+      '--pid-file',
+      files.pid,
+      id,
+    ]);
+    const outcome = await spawnExec(cmd, files.pid, opts);
+    const command = [cmd.file, ...cmd.args].join(' ');
+    if (outcome.timedOut) {
+      const exitCode = outcome.exitCode ?? (outcome.signal ? signalExitCode(outcome.signal) : -1);
+      return { stdout: outcome.stdout, stderr: outcome.stderr, exitCode, timedOut: true };
+    }
+    // runc's own failures are told apart from a command that exits 255 by its log: the command's
+    // exit status never produces an error entry there.
+    const reasons = await readLoggedErrors(files.log);
+    if (reasons.length > 0) throw await execFailure(runc, id, command, outcome.exitCode, reasons.join('; '));
+    if (outcome.exitCode === null) {
+      throw new ExecError(command, undefined, `runc was killed by ${outcome.signal ?? 'a signal'}`, false);
+    }
+    return { stdout: outcome.stdout, stderr: outcome.stderr, exitCode: outcome.exitCode, timedOut: false };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function execFailure(
+  runc: Runc,
+  id: string,
+  command: string,
+  exitCode: number | null,
+  reason: string,
+): Promise<Error> {
+  const st = await runc.state(id).catch(() => undefined);
+  if (st === null || (st !== undefined && st.status !== 'running')) {
+    return new FailedPreconditionError(
+      `container "${id}" is not running (${st?.status ?? 'gone'}): ${reason}`,
+    );
+  }
+  return new ExecError(command, exitCode ?? undefined, reason, false);
+}
+
+interface ExecOutcome {
+  stdout: Buffer;
+  stderr: Buffer;
+  /** runc's exit code; null when runc died of a signal. */
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  timedOut: boolean;
+}
+
+function spawnExec(
+  cmd: { file: string; args: string[] },
+  pidFile: string,
+  opts: ExecSyncOptions,
+): Promise<ExecOutcome> {
+  return new Promise((resolve, reject) => {
+    // runc leads its own process group so that a last-resort kill also takes its runc init helpers.
+    const child = spawn(cmd.file, cmd.args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const stdout = new CappedBuffer(opts.maxOutputBytes);
+    const stderr = new CappedBuffer(opts.maxOutputBytes);
+    child.stdout.on('data', (chunk: Buffer) => stdout.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
+
+    let exited = false;
+    let timedOut = false;
+    const timers: NodeJS.Timeout[] = [];
+    const clearTimers = (): void => timers.forEach((t) => clearTimeout(t));
+
+    child.on('error', (err) => {
+      clearTimers();
+      child.stdout.destroy();
+      child.stderr.destroy();
+      reject(new ExecError([cmd.file, ...cmd.args].join(' '), undefined, err.message, false));
+    });
+    child.on('exit', () => {
+      exited = true;
+      // Only runc holds our pipes, so they close with it; this is a guard, not the usual path.
+      timers.push(setTimeout(() => destroyStdio(child), DRAIN_MS));
+    });
+    child.on('close', (code, signal) => {
+      clearTimers();
+      resolve({ stdout: stdout.toBuffer(), stderr: stderr.toBuffer(), exitCode: code, signal, timedOut });
+    });
+
+    if (opts.timeoutMs > 0) {
+      timers.push(
+        setTimeout(() => {
+          if (exited) return;
+          timedOut = true;
+          void killExec(child, pidFile, () => exited).then((killedProcess) => {
+            if (exited) return;
+            // Without a pid there is nothing better than runc itself; otherwise runc gets a moment
+            // to reap its process and report, and is killed if its pipes are held by a descendant.
+            if (!killedProcess) killGroup(child.pid);
+            else timers.push(setTimeout(() => killGroup(child.pid), KILL_GRACE_MS));
+          });
+        }, opts.timeoutMs),
+      );
+    }
+  });
+}
+
+/**
+ * SIGKILLs the exec'd process, whose host pid runc wrote to the pid file. The pid is only trusted
+ * while that process is still runc's child: runc exec is its parent until it reaps it, so a pid
+ * recycled after that can never be mistaken for it. Returns whether a process was signalled.
+ */
+async function killExec(
+  child: ChildProcessByStdio<null, Readable, Readable>,
+  pidFile: string,
+  hasExited: () => boolean,
+): Promise<boolean> {
+  const deadline = Date.now() + PID_FILE_WAIT_MS;
+  let pid = await readPid(pidFile);
+  while (pid === null && !hasExited() && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 20));
+    pid = await readPid(pidFile);
+  }
+  if (pid === null || child.pid === undefined || hasExited()) return false;
+  if ((await parentPid(pid)) !== child.pid) return false;
+  try {
+    process.kill(pid, 'SIGKILL');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function killGroup(pid: number | undefined): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // Already gone.
+  }
+}
+
+function destroyStdio(child: ChildProcessByStdio<null, Readable, Readable>): void {
+  child.stdout.destroy();
+  child.stderr.destroy();
+}
+
+async function readPid(pidFile: string): Promise<number | null> {
+  try {
+    const pid = Number.parseInt((await readFile(pidFile, 'utf8')).trim(), 10);
+    return Number.isInteger(pid) && pid > 0 ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The parent pid from /proc/<pid>/stat; the command name before it may contain anything but ')'. */
+async function parentPid(pid: number): Promise<number | null> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ppid = Number.parseInt(fields[1] ?? '', 10);
+    return Number.isInteger(ppid) ? ppid : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Keeps the first `cap` bytes pushed to it and drops the rest. */
+class CappedBuffer {
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+
+  constructor(private readonly cap: number) {}
+
+  push(chunk: Buffer): void {
+    const room = this.cap - this.size;
+    if (room <= 0) return;
+    // A copy of a partial chunk, so the dropped remainder is not kept alive by a view.
+    const kept = chunk.length <= room ? chunk : Buffer.from(chunk.subarray(0, room));
+    this.chunks.push(kept);
+    this.size += kept.length;
+  }
+
+  toBuffer(): Buffer {
+    return Buffer.concat(this.chunks, this.size);
+  }
+}
+
+/** 128+n for a signal name, the shell's and runc's convention for "killed by signal n". */
+function signalExitCode(signal: NodeJS.Signals): number {
+  return 128 + (osConstants.signals[signal] ?? 0);
+}

@@ -1,0 +1,214 @@
+/** ExecSync through real runc exec, in a busybox container built by hand; needs root. */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { copyFile, mkdir, readdir, readFile, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { run } from '../../src/exec.js';
+import { EXEC_SYNC_OUTPUT_CAP, execSync, type ExecSyncOptions } from '../../src/oci/exec-sync.js';
+import { Runc } from '../../src/oci/runc.js';
+import type { Process, Spec } from '../../src/oci/spec.js';
+
+const isRoot = process.getuid?.() === 0;
+const suffix = randomBytes(4).toString('hex');
+const base = `/run/berth-test-exec-${suffix}`;
+const CGROUP_PARENT = 'berth-test-exec';
+const id = `exec-${suffix}`;
+const stoppedId = `exec-${suffix}-stopped`;
+const T = 10_000;
+const runc = new Runc({ binary: 'runc', root: join(base, 'runc'), systemdCgroup: false, timeoutMs: T });
+const tmpDir = join(base, 'tmp');
+const APPLETS = [
+  'sh',
+  'echo',
+  'sleep',
+  'cat',
+  'id',
+  'head',
+  'dd',
+  'yes',
+  'true',
+  'false',
+  'kill',
+  'ps',
+  'pwd',
+];
+
+let spec: Spec;
+
+async function makeRootfs(dir: string): Promise<void> {
+  for (const d of ['bin', 'proc', 'dev', 'sys', 'tmp']) await mkdir(join(dir, d), { recursive: true });
+  await copyFile('/bin/busybox', join(dir, 'bin/busybox'));
+  for (const a of APPLETS) await symlink('busybox', join(dir, 'bin', a));
+}
+
+/** `runc spec`'s default, made non-interactive and pointed at our cgroup parent. */
+async function makeBundle(cid: string, args: string[]): Promise<string> {
+  const bundle = join(base, 'bundles', cid);
+  await makeRootfs(join(bundle, 'rootfs'));
+  await run('runc', ['spec', '--bundle', bundle], { timeoutMs: T });
+  const s = JSON.parse(await readFile(join(bundle, 'config.json'), 'utf8')) as Spec;
+  assert.ok(s.process && s.linux);
+  s.process.terminal = false;
+  s.process.args = args;
+  s.linux.cgroupsPath = `/${CGROUP_PARENT}/${cid}`;
+  await writeFile(join(bundle, 'config.json'), JSON.stringify(s, null, 2));
+  return bundle;
+}
+
+async function startContainer(cid: string, args: string[]): Promise<Spec> {
+  const bundle = await makeBundle(cid, args);
+  await runc.create(cid, bundle, join(bundle, 'init.pid'));
+  await runc.start(cid);
+  return JSON.parse(await readFile(join(bundle, 'config.json'), 'utf8')) as Spec;
+}
+
+function proc(args: string[], over: Partial<Process> = {}): Process {
+  assert.ok(spec.process);
+  return { ...spec.process, args, ...over };
+}
+
+const opts = (o: Partial<ExecSyncOptions> = {}): ExecSyncOptions => ({
+  timeoutMs: 0,
+  maxOutputBytes: EXEC_SYNC_OUTPUT_CAP,
+  tmpDir,
+  ...o,
+});
+
+async function removeTestCgroups(): Promise<void> {
+  for (const hierarchy of await readdir('/sys/fs/cgroup').catch(() => [])) {
+    const parent = join('/sys/fs/cgroup', hierarchy, CGROUP_PARENT);
+    for (const cid of [id, stoppedId]) await rmdir(join(parent, cid)).catch(() => undefined);
+    await rmdir(parent).catch(() => undefined);
+  }
+}
+
+describe('execSync', { skip: isRoot ? false : 'needs root' }, () => {
+  before(async () => {
+    await mkdir(tmpDir, { recursive: true });
+    spec = await startContainer(id, ['/bin/sleep', '1000']);
+  });
+
+  after(async () => {
+    for (const c of await runc.list().catch(() => [])) {
+      await runc.delete(c.id, { force: true }).catch(() => undefined);
+    }
+    await removeTestCgroups();
+    await rm(base, { recursive: true, force: true });
+  });
+
+  test('stdout and stderr come back separately, exit code 0', async () => {
+    const r = await execSync(runc, id, proc(['/bin/sh', '-c', 'echo out; echo err >&2']), opts());
+    assert.equal(r.stdout.toString(), 'out\n');
+    assert.equal(r.stderr.toString(), 'err\n');
+    assert.equal(r.exitCode, 0);
+    assert.equal(r.timedOut, false);
+    assert.deepEqual(await readdir(tmpDir), [], 'temp files removed');
+  });
+
+  test('a non-zero exit code is a result, not an error', async () => {
+    const r = await execSync(runc, id, proc(['/bin/sh', '-c', 'echo bye; exit 7']), opts());
+    assert.equal(r.exitCode, 7);
+    assert.equal(r.stdout.toString(), 'bye\n');
+    const r255 = await execSync(runc, id, proc(['/bin/sh', '-c', 'exit 255']), opts());
+    assert.equal(r255.exitCode, 255, "the command's 255 is not mistaken for runc's");
+  });
+
+  test('death by signal reads as 128+n', async () => {
+    const r = await execSync(runc, id, proc(['/bin/sh', '-c', 'kill -9 $$']), opts());
+    assert.equal(r.exitCode, 137);
+    assert.equal(r.timedOut, false);
+  });
+
+  test('output past the cap is cut to exactly the cap, promptly', async () => {
+    const started = Date.now();
+    const r = await execSync(
+      runc,
+      id,
+      proc(['/bin/sh', '-c', 'head -c 4194304 /dev/zero; head -c 100000 /dev/zero >&2; echo done >&2']),
+      opts({ maxOutputBytes: 16384 }),
+    );
+    assert.equal(r.exitCode, 0);
+    assert.equal(r.stdout.length, 16384);
+    assert.equal(r.stderr.length, 16384);
+    assert.ok(r.stdout.every((b) => b === 0));
+    assert.ok(Date.now() - started < 5_000, `took ${Date.now() - started} ms`);
+    const none = await execSync(runc, id, proc(['/bin/echo', 'hidden']), opts({ maxOutputBytes: 0 }));
+    assert.equal(none.stdout.length, 0);
+  });
+
+  test('a timeout kills the process and returns what was collected', async () => {
+    const started = Date.now();
+    const r = await execSync(runc, id, proc(['/bin/sleep', '30']), opts({ timeoutMs: 500 }));
+    const took = Date.now() - started;
+    assert.equal(r.timedOut, true);
+    assert.equal(r.exitCode, 137);
+    assert.ok(took >= 500 && took < 5_000, `took ${took} ms`);
+    const ps = await execSync(runc, id, proc(['/bin/ps', '-o', 'pid,args']), opts());
+    assert.match(ps.stdout.toString(), /sleep 1000/, 'ps sees the container');
+    assert.doesNotMatch(ps.stdout.toString(), /sleep 30/, 'the timed-out process is gone');
+    assert.deepEqual(await readdir(tmpDir), []);
+  });
+
+  test('a timed-out command whose child holds its output still returns promptly', async () => {
+    // Only the exec'd shell is killed (as containerd does); its orphaned child keeps runc's pipes
+    // open, so runc itself has to be killed after its grace period.
+    const started = Date.now();
+    const r = await execSync(
+      runc,
+      id,
+      proc(['/bin/sh', '-c', 'echo started; sleep 31; echo never']),
+      opts({ timeoutMs: 500 }),
+    );
+    assert.equal(r.timedOut, true);
+    assert.equal(r.stdout.toString(), 'started\n');
+    assert.ok(Date.now() - started < 5_000, `took ${Date.now() - started} ms`);
+  });
+
+  test('env, user and cwd come from the process', async () => {
+    const r = await execSync(
+      runc,
+      id,
+      proc(['/bin/sh', '-c', 'id -u; id -g; echo "$FOO"; pwd'], {
+        env: ['PATH=/bin', 'FOO=bar baz'],
+        user: { uid: 1234, gid: 5678 },
+        cwd: '/tmp',
+      }),
+      opts(),
+    );
+    assert.equal(r.stdout.toString(), '1234\n5678\nbar baz\n/tmp\n');
+    assert.equal(r.exitCode, 0);
+  });
+
+  test('a command runc cannot start is an ExecError with its reason', async () => {
+    await assert.rejects(execSync(runc, id, proc(['/nope']), opts()), (err: Error) => {
+      assert.equal(err.name, 'ExecError');
+      assert.match(err.message, /\/nope.*no such file or directory/);
+      return true;
+    });
+  });
+
+  test('a stopped or unknown container is FailedPrecondition', async () => {
+    await startContainer(stoppedId, ['/bin/true']);
+    const deadline = Date.now() + 5_000;
+    while ((await runc.state(stoppedId))?.status !== 'stopped' && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await assert.rejects(execSync(runc, stoppedId, proc(['/bin/true']), opts()), (err: Error) => {
+      assert.equal(err.name, 'FailedPreconditionError');
+      assert.match(err.message, /cannot exec in a stopped container/);
+      return true;
+    });
+    await assert.rejects(execSync(runc, `${id}-missing`, proc(['/bin/true']), opts()), {
+      name: 'FailedPreconditionError',
+    });
+    assert.deepEqual(await readdir(tmpDir), []);
+  });
+
+  test('bad arguments are refused before runc runs', async () => {
+    await assert.rejects(execSync(runc, id, proc([]), opts()), { name: 'InvalidArgumentError' });
+    await assert.rejects(execSync(runc, id, proc(['/bin/true']), opts({ maxOutputBytes: -1 })), {
+      name: 'InvalidArgumentError',
+    });
+  });
+});

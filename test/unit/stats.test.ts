@@ -1,0 +1,172 @@
+/** cgroup path mapping and stats parsing, against fake v1 and v2 cgroup trees in a temp dir. */
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import {
+  cgroupRelativePath,
+  cgroupVersion,
+  expandSlice,
+  parseFlatKeyed,
+  readCgroupStats,
+} from '../../src/stats/cgroup.js';
+
+const dirs: string[] = [];
+after(async () => {
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+
+async function fakeTree(files: Record<string, string>): Promise<string> {
+  const root = await mkdtemp(join(tmpdir(), 'berth-unit-cgroup-'));
+  dirs.push(root);
+  for (const [rel, text] of Object.entries(files)) {
+    await mkdir(join(root, rel, '..'), { recursive: true });
+    await writeFile(join(root, rel), text);
+  }
+  return root;
+}
+
+describe('expandSlice', () => {
+  test('nests each dash-separated prefix', () => {
+    assert.equal(expandSlice('system.slice'), '/system.slice');
+    assert.equal(expandSlice('a-b.slice'), '/a.slice/a-b.slice');
+    assert.equal(
+      expandSlice('kubepods-burstable-pod1234.slice'),
+      '/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234.slice',
+    );
+  });
+
+  test('-.slice is the root', () => {
+    assert.equal(expandSlice('-.slice'), '');
+  });
+
+  test('refuses what systemd refuses', () => {
+    for (const bad of ['.slice', 'a', 'a.scope', 'a--b.slice', '-a.slice', 'a-.slice', 'a/b.slice']) {
+      assert.throws(() => expandSlice(bad), { name: 'InvalidArgumentError' }, bad);
+    }
+  });
+});
+
+describe('cgroupRelativePath', () => {
+  test('cgroupfs paths are used as they are', () => {
+    assert.equal(cgroupRelativePath('/berth/abc', 'cgroupfs'), '/berth/abc');
+    assert.equal(
+      cgroupRelativePath('/kubepods/burstable/pod1/abc/', 'cgroupfs'),
+      '/kubepods/burstable/pod1/abc',
+    );
+    assert.equal(cgroupRelativePath('//berth//abc', 'cgroupfs'), '/berth/abc');
+  });
+
+  test('relative or escaping cgroupfs paths are refused', () => {
+    assert.throws(() => cgroupRelativePath('berth/abc', 'cgroupfs'), { name: 'InvalidArgumentError' });
+    assert.throws(() => cgroupRelativePath('/berth/../etc', 'cgroupfs'), { name: 'InvalidArgumentError' });
+  });
+
+  test('systemd slice:prefix:name becomes the scope in the expanded slice', () => {
+    assert.equal(cgroupRelativePath('system.slice:berth:abc', 'systemd'), '/system.slice/berth-abc.scope');
+    assert.equal(
+      cgroupRelativePath('kubepods-besteffort-pod9.slice:berth:abc', 'systemd'),
+      '/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod9.slice/berth-abc.scope',
+    );
+    assert.equal(cgroupRelativePath(':berth:abc', 'systemd'), '/system.slice/berth-abc.scope');
+    assert.equal(cgroupRelativePath('-.slice:berth:abc', 'systemd'), '/berth-abc.scope');
+  });
+
+  test('a systemd name ending in .slice is a slice, not a scope', () => {
+    assert.equal(cgroupRelativePath('a.slice:berth:a-b.slice', 'systemd'), '/a.slice/a-b.slice');
+  });
+
+  test('malformed systemd paths are refused', () => {
+    for (const bad of ['/berth/abc', 'a.slice:berth', 'a.slice:berth:', 'a:berth:abc', 'a.slice:b:c:d']) {
+      assert.throws(() => cgroupRelativePath(bad, 'systemd'), { name: 'InvalidArgumentError' }, bad);
+    }
+  });
+});
+
+test('parseFlatKeyed reads key/value lines and skips the rest', () => {
+  const m = parseFlatKeyed('cache 12\nrss 34\n\nnonsense\nbig 18446744073709551615\n');
+  assert.deepEqual(
+    [...m],
+    [
+      ['cache', 12n],
+      ['rss', 34n],
+      ['big', 18446744073709551615n],
+    ],
+  );
+});
+
+describe('readCgroupStats', () => {
+  const v1Stat = [
+    'cache 100',
+    'rss 5',
+    'inactive_file 7',
+    'pgfault 1',
+    'total_cache 4096',
+    'total_rss 8192',
+    'total_inactive_file 3000',
+    'total_pgfault 77',
+    'total_pgmajfault 3',
+    '',
+  ].join('\n');
+
+  test('cgroup v1 (per-controller hierarchies), total_ keys', async () => {
+    const root = await fakeTree({
+      'cpuacct/berth/c1/cpuacct.usage': '123456789\n',
+      'memory/berth/c1/memory.usage_in_bytes': '20000\n',
+      'memory/berth/c1/memory.stat': v1Stat,
+    });
+    assert.equal(await cgroupVersion(root), 1);
+    assert.deepEqual(await readCgroupStats('/berth/c1', 'cgroupfs', { root }), {
+      cpuUsageNs: 123456789n,
+      memoryUsageBytes: 20000n,
+      workingSetBytes: 17000n,
+      rssBytes: 8192n,
+      pageFaults: 77n,
+      majorPageFaults: 3n,
+    });
+  });
+
+  test('working set is floored at 0', async () => {
+    const root = await fakeTree({
+      'cpuacct/berth/c1/cpuacct.usage': '1',
+      'memory/berth/c1/memory.usage_in_bytes': '2000',
+      'memory/berth/c1/memory.stat': v1Stat,
+    });
+    assert.equal((await readCgroupStats('/berth/c1', 'cgroupfs', { root }))?.workingSetBytes, 0n);
+  });
+
+  test('cgroup v2 (unified), usage_usec in ns, systemd scope path', async () => {
+    const dir = 'kubepods.slice/kubepods-pod1.slice/berth-c2.scope';
+    const root = await fakeTree({
+      'cgroup.controllers': 'cpu memory pids\n',
+      [`${dir}/cpu.stat`]: 'usage_usec 2500\nuser_usec 2000\nsystem_usec 500\n',
+      [`${dir}/memory.current`]: '1048576\n',
+      [`${dir}/memory.stat`]: 'anon 65536\nfile 900000\ninactive_file 48576\npgfault 12\npgmajfault 1\n',
+    });
+    assert.equal(await cgroupVersion(root), 2);
+    assert.deepEqual(await readCgroupStats('kubepods-pod1.slice:berth:c2', 'systemd', { root }), {
+      cpuUsageNs: 2_500_000n,
+      memoryUsageBytes: 1048576n,
+      workingSetBytes: 1_000_000n,
+      rssBytes: 65536n,
+      pageFaults: 12n,
+      majorPageFaults: 1n,
+    });
+  });
+
+  test('a missing cgroup, or one half gone, is null', async () => {
+    const root = await fakeTree({ 'cpuacct/berth/c1/cpuacct.usage': '1' });
+    assert.equal(await readCgroupStats('/berth/nope', 'cgroupfs', { root }), null);
+    assert.equal(await readCgroupStats('/berth/c1', 'cgroupfs', { root }), null);
+  });
+
+  test('garbage in a counter file is an error, not a zero', async () => {
+    const root = await fakeTree({
+      'cpuacct/berth/c1/cpuacct.usage': 'max',
+      'memory/berth/c1/memory.usage_in_bytes': '1',
+      'memory/berth/c1/memory.stat': '',
+    });
+    await assert.rejects(readCgroupStats('/berth/c1', 'cgroupfs', { root }), /cpuacct.usage/);
+  });
+});
