@@ -1,0 +1,548 @@
+/**
+ * Runs containers under conmon, the monitor CRI-O uses. conmon calls `runc create`, holds the
+ * container's stdio and writes it to the CRI log file, writes the exit code when the container
+ * ends, and outlives berthd (it daemonizes: double fork, new session). berthd then only talks to
+ * runc (start, kill, delete) and reads conmon's files.
+ *
+ * Layout, per container `id`:
+ *   <bundleDir>/config.json         the OCI spec (written by the caller)
+ *   <bundleDir>/pid                 the container init's host pid (conmon -p)
+ *   <bundleDir>/conmon.pid          the conmon daemon's pid (conmon -P)
+ *   <bundleDir>/conmon.log          conmon's own stdout and stderr until it daemonizes
+ *   <bundleDir>/log.json            runc's JSON log of the create (CREATE_LOG, as Runc.create)
+ *   <bundleDir>/ctl, winsz          conmon's control fifos (reopen log, resize), attach: its socket
+ *   <exitDir>/<id>                  exit code in decimal, written by conmon when the init exits
+ *   <persistDir>/<id>/exit          the same code again (conmon --persist-dir)
+ *   <persistDir>/<id>/oom           empty; present when the memory cgroup had an OOM kill
+ *   <socketDir>/<id> -> bundleDir   conmon's symlink, keeping the attach socket path short
+ *
+ * On cgroup v1 conmon learns OOM kills from an eventfd on memory.oom_control and creates the
+ * `oom` marker before it writes the exit file, so the marker is there when the exit is seen.
+ * conmon's working directory is the persist directory: it also drops an `oom` file in its cwd.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { constants, type Stats } from 'node:fs';
+import { mkdir, open, readFile, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
+import { watch } from 'node:fs';
+import { basename, dirname, isAbsolute, join } from 'node:path';
+import {
+  AlreadyExistsError,
+  BerthError,
+  FailedPreconditionError,
+  InvalidArgumentError,
+  errorMessage,
+} from '../errors.js';
+import { findProgram } from '../exec.js';
+import { CREATE_LOG, Runc, readLoggedErrors } from '../oci/runc.js';
+import { isRunning, waitForExit } from '../process/index.js';
+import { MONITOR_ID_PATTERN } from './exits.js';
+import { checkLogPath, prepareLogPath } from './logs.js';
+
+export interface ConmonOptions {
+  /** Path or name of the conmon binary. */
+  binary: string;
+  /** Path or name of runc; conmon needs a path, so a bare name is looked up in PATH. */
+  runtime: string;
+  /** runc's --root, the same as berth's Runc uses. */
+  runtimeRoot: string;
+  systemdCgroup: boolean;
+  /** Where conmon writes `<id>` exit files; the ExitWatcher watches it. */
+  exitDir: string;
+  /** Where conmon links `<id>` to the bundle for its attach socket: keep it short (108-byte limit). */
+  socketDir: string;
+  /** Parent of the per-container persist directories (OOM marker); the ExitWatcher reads it. */
+  persistDir: string;
+  /** Deadline for one create (conmon plus runc create), and for each runc call of a cleanup. */
+  timeoutMs: number;
+}
+
+export interface MonitorCreateRequest {
+  id: string;
+  /** Human-readable name, for conmon's own messages. */
+  name: string;
+  bundleDir: string;
+  /** Absolute CRI log file path; '' discards the container's output. */
+  logPath: string;
+  /** Keep a stdin pipe for attach. */
+  stdin: boolean;
+  /** Close stdin once the first attach ends (else conmon --leave-stdin-open). */
+  stdinOnce: boolean;
+  /** The spec's process.terminal must agree: conmon then takes the pty from runc. */
+  tty: boolean;
+}
+
+export interface MonitorCreated {
+  /** The container init's host pid. */
+  pid: number;
+  /** The conmon daemon's pid. */
+  monitorPid: number;
+}
+
+/** conmon could not create the container; `reason` is what runc or conmon said. */
+export class MonitorError extends BerthError {
+  override name = 'MonitorError';
+  constructor(
+    readonly id: string,
+    readonly reason: string,
+    readonly timedOut = false,
+  ) {
+    super(`conmon: create container ${id}${timedOut ? ' timed out' : ''}: ${reason}`);
+  }
+}
+
+/** conmon's control message asking it to reopen the log file (type 2; height and width unused). */
+const REOPEN_LOG_MESSAGE = '2 0 0\n';
+const CONMON_LOG = 'conmon.log';
+const CONTAINER_PID_FILE = 'pid';
+const MONITOR_PID_FILE = 'conmon.pid';
+/** What conmon creates in the bundle; removed again when a create fails. */
+const BUNDLE_ARTEFACTS = ['ctl', 'winsz', 'attach', CONTAINER_PID_FILE, MONITOR_PID_FILE];
+/** A SIGKILLed process is gone within milliseconds unless the kernel is stuck. */
+const KILL_WAIT_MS = 5_000;
+/** conmon writes one JSON object on its sync pipe; more than this is not conmon talking. */
+const SYNC_MESSAGE_MAX = 64 * 1024;
+
+/** The first message conmon writes on its sync pipe (fd 3, _OCI_SYNCPIPE). */
+interface SyncMessage {
+  /** The container init's pid, or -1 when the create failed. */
+  data: number;
+  message?: string;
+}
+
+/** How waiting for the sync message ended. */
+type SyncOutcome =
+  | { kind: 'message'; message: SyncMessage }
+  | { kind: 'closed' }
+  | { kind: 'timeout' }
+  | { kind: 'spawn-error'; error: Error };
+
+export class Conmon {
+  private readonly runc: Runc;
+  private runtimePath: Promise<string> | null = null;
+
+  constructor(private readonly opts: ConmonOptions) {
+    this.runc = new Runc({
+      binary: opts.runtime,
+      root: opts.runtimeRoot,
+      systemdCgroup: opts.systemdCgroup,
+      timeoutMs: opts.timeoutMs,
+    });
+  }
+
+  /** The persist directory conmon gets for `id`. */
+  persistDirOf(id: string): string {
+    return join(this.opts.persistDir, id);
+  }
+
+  /**
+   * `runc create` under a new conmon: the container is left created, for `runc start`. On failure
+   * throws MonitorError with runc's or conmon's words, and leaves no container, conmon, exit file
+   * or persist directory behind.
+   */
+  async create(req: MonitorCreateRequest): Promise<MonitorCreated> {
+    validate(req);
+    // Checked first so that the cleanup of a failed create never deletes another container.
+    if ((await this.runc.state(req.id)) !== null) {
+      throw new AlreadyExistsError(`container "${req.id}" already exists`);
+    }
+    const bundle = await stat(req.bundleDir).catch(() => null);
+    if (!bundle?.isDirectory())
+      throw new FailedPreconditionError(`bundle ${req.bundleDir} is not a directory`);
+    const runtime = await this.resolveRuntime();
+    // Leftovers of an earlier container of this id would read as this one's exit.
+    await this.removeMonitorFiles(req.id);
+    const persistDir = this.persistDirOf(req.id);
+    let out: FileHandle;
+    try {
+      await Promise.all([
+        mkdir(this.opts.exitDir, { recursive: true }),
+        mkdir(this.opts.socketDir, { recursive: true }),
+        mkdir(persistDir, { recursive: true }),
+        req.logPath === '' ? undefined : prepareLogPath(req.logPath),
+      ]);
+      await writeFile(join(req.bundleDir, CREATE_LOG), '');
+      out = await open(join(req.bundleDir, CONMON_LOG), 'w');
+    } catch (err) {
+      await this.removeMonitorFiles(req.id).catch(() => undefined);
+      throw err;
+    }
+
+    const started = Date.now();
+    let child: ChildProcess;
+    let parentExit: Promise<number | null>;
+    let sync: Promise<SyncOutcome>;
+    try {
+      // Not exec.ts's run(): conmon needs a pipe on fd 3 and its daemon keeps that pipe (and any
+      // stdio pipe) open for the container's lifetime. Its stdout and stderr go to a file instead,
+      // read back when it fails.
+      child = spawn(this.opts.binary, this.args(req, runtime), {
+        cwd: persistDir,
+        env: conmonEnv(),
+        stdio: ['ignore', out.fd, out.fd, 'pipe'],
+        detached: true,
+      });
+      // Listening before any await: a spawn error is emitted on the next tick.
+      parentExit = exitCodeOf(child);
+      sync = awaitSyncMessage(child, this.opts.timeoutMs);
+    } finally {
+      await out.close();
+    }
+    const outcome = await sync;
+    if (outcome.kind === 'spawn-error') {
+      return this.fail(req, 0, `cannot run ${this.opts.binary}: ${outcome.error.message}`);
+    }
+    if (outcome.kind === 'timeout') {
+      // The first conmon leads its own process group (detached); its daemon has left it (setsid).
+      if (child.pid !== undefined) killQuietly(-child.pid);
+      killQuietly(child.pid);
+      return this.fail(req, 0, `no answer within ${this.opts.timeoutMs} ms`, { timedOut: true });
+    }
+    if (outcome.kind === 'closed' || outcome.message.data <= 0) {
+      const relayed = outcome.kind === 'message' ? (outcome.message.message ?? '') : '';
+      const code = await withDeadline(parentExit, remaining(started, this.opts.timeoutMs));
+      const fallback =
+        code !== null && code !== 0
+          ? `conmon exited with code ${code}`
+          : 'conmon ended without reporting the container';
+      return this.fail(req, 0, fallback, { relayed });
+    }
+
+    const pid = outcome.message.data;
+    // The first conmon writes the daemon's pid file, then exits: once it has, the file is there.
+    const code = await withDeadline(parentExit, remaining(started, this.opts.timeoutMs));
+    const monitorPid = code === 0 ? await readPid(join(req.bundleDir, MONITOR_PID_FILE)) : 0;
+    if (monitorPid <= 0) {
+      const how = code === null ? 'did not exit in time' : `exited with code ${code}`;
+      return this.fail(req, pid, `conmon ${how} without a daemon pid file`);
+    }
+    return { pid, monitorPid };
+  }
+
+  /**
+   * Asks the container's conmon to reopen its log file (kubelet rotated it): conmon closes the
+   * old file and creates a fresh one at the log path, replacing whatever is there. With `logPath`,
+   * resolves only once that fresh file exists. A container whose conmon is gone is
+   * FailedPreconditionError; this never blocks on a dead conmon.
+   */
+  async reopenLog(bundleDir: string, logPath?: string): Promise<void> {
+    const ctl = join(bundleDir, 'ctl');
+    const before = logPath ? await statOrNull(logPath) : null;
+    const changed = logPath ? watchForNewFile(logPath, before, this.opts.timeoutMs) : null;
+    try {
+      let fifo;
+      try {
+        // O_NONBLOCK: opening a fifo for writing blocks until it has a reader; with no conmon
+        // holding the read end it fails at once with ENXIO instead.
+        fifo = await open(ctl, constants.O_WRONLY | constants.O_NONBLOCK);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'ENXIO' || code === 'ENOENT') {
+          throw new FailedPreconditionError(
+            `no conmon is running for bundle ${bundleDir}: cannot reopen its log`,
+          );
+        }
+        throw err;
+      }
+      try {
+        await fifo.write(REOPEN_LOG_MESSAGE);
+      } finally {
+        await fifo.close();
+      }
+      if (changed && !(await changed.done)) {
+        throw new FailedPreconditionError(
+          `conmon did not reopen ${logPath} within ${this.opts.timeoutMs} ms (did it exit?)`,
+        );
+      }
+    } finally {
+      changed?.cancel();
+    }
+  }
+
+  private args(req: MonitorCreateRequest, runtime: string): string[] {
+    const bundle = req.bundleDir;
+    // prettier-ignore
+    const args = [
+      '--api-version', '1',
+      '--cid', req.id,
+      '--cuuid', req.id,
+      '--name', req.name,
+      '--runtime', runtime,
+      '--bundle', bundle,
+      '--container-pidfile', join(bundle, CONTAINER_PID_FILE),
+      '--conmon-pidfile', join(bundle, MONITOR_PID_FILE),
+      // "none:" is conmon's null driver: output is read (the container never blocks) and dropped.
+      '--log-path', req.logPath === '' ? 'none:' : `k8s-file:${req.logPath}`,
+      '--exit-dir', this.opts.exitDir,
+      '--socket-dir-path', this.opts.socketDir,
+      '--persist-dir', this.persistDirOf(req.id),
+    ];
+    // runc's global flags, in front of the `create` conmon adds. --log keeps what runc's init
+    // said on failure (absent from its stderr); --systemd-cgroup comes from conmon's own -s.
+    // prettier-ignore
+    const runtimeArgs = [
+      '--root', this.opts.runtimeRoot,
+      '--log', join(bundle, CREATE_LOG),
+      '--log-format', 'json',
+    ];
+    for (const arg of runtimeArgs) args.push('--runtime-arg', arg);
+    if (this.opts.systemdCgroup) args.push('--systemd-cgroup');
+    if (req.tty) args.push('--terminal');
+    if (req.stdin) args.push('--stdin');
+    if (req.stdin && !req.stdinOnce) args.push('--leave-stdin-open');
+    return args;
+  }
+
+  /**
+   * Cleans up after a failed create and throws the failure, worded by runc or conmon when they
+   * said something (`fallback` otherwise). A failed cleanup is added to the message.
+   */
+  private async fail(
+    req: MonitorCreateRequest,
+    containerPid: number,
+    fallback: string,
+    o: { relayed?: string; timedOut?: boolean } = {},
+  ): Promise<never> {
+    let leftover = '';
+    try {
+      await this.discard(req, containerPid);
+    } catch (err) {
+      leftover = `; cleaning up failed too: ${errorMessage(err)}`;
+    }
+    const said = await this.failureReason(req.bundleDir, o.relayed ?? '');
+    throw new MonitorError(req.id, `${said || fallback}${leftover}`, o.timedOut ?? false);
+  }
+
+  private resolveRuntime(): Promise<string> {
+    this.runtimePath ??= findProgram(this.opts.runtime).catch((err: unknown) => {
+      this.runtimePath = null;
+      throw err;
+    });
+    return this.runtimePath;
+  }
+
+  /**
+   * Undoes a failed create: kills the conmon daemon (before it can write an exit file), deletes
+   * runc's container, then removes conmon's files. `containerPid` finds a daemon whose pid file
+   * is missing: conmon is the container init's parent.
+   */
+  private async discard(req: MonitorCreateRequest, containerPid: number): Promise<void> {
+    const candidates = [await readPid(join(req.bundleDir, MONITOR_PID_FILE)), await parentPid(containerPid)];
+    for (const pid of new Set(candidates)) {
+      if (pid > 0 && (await isConmonOf(pid, req.id))) {
+        killQuietly(pid);
+        await waitForExit(pid, KILL_WAIT_MS);
+      }
+    }
+    await this.runc.delete(req.id, { force: true });
+    await this.removeMonitorFiles(req.id);
+    await Promise.all(BUNDLE_ARTEFACTS.map((name) => rm(join(req.bundleDir, name), { force: true })));
+  }
+
+  /**
+   * Everything of a container's monitoring goes, for RemoveContainer and repairs: its conmon (only
+   * if the process still names the id: pids are reused), runc's container, the exit file, persist
+   * dir and socket link. Idempotent.
+   */
+  async release(id: string, monitorPid: number): Promise<void> {
+    if (monitorPid > 0 && (await isConmonOf(monitorPid, id))) {
+      killQuietly(monitorPid);
+      await waitForExit(monitorPid, KILL_WAIT_MS);
+    }
+    await this.runc.delete(id, { force: true });
+    await this.removeMonitorFiles(id);
+  }
+
+  private async removeMonitorFiles(id: string): Promise<void> {
+    await rm(join(this.opts.exitDir, id), { force: true });
+    await rm(join(this.opts.socketDir, id), { force: true });
+    await rm(this.persistDirOf(id), { recursive: true, force: true });
+  }
+
+  /**
+   * The best account of a failure: runc's logged errors (they include its init's), else what
+   * conmon relayed from runc's stderr, else conmon's own output.
+   */
+  private async failureReason(bundleDir: string, fromConmon: string): Promise<string> {
+    const logged = await readLoggedErrors(join(bundleDir, CREATE_LOG));
+    if (logged.length > 0) return logged.join('; ');
+    if (fromConmon.trim() !== '') return fromConmon.trim();
+    const own = await readFile(join(bundleDir, CONMON_LOG), 'utf8').catch(() => '');
+    return (
+      own
+        .split('\n')
+        .map((line) => line.trim())
+        // Printed on every start where CAP_SYS_RESOURCE is withheld; never the reason for a failure.
+        .filter((line) => line !== '' && !line.includes('oom_score_adj'))
+        .join('; ')
+    );
+  }
+}
+
+function validate(req: MonitorCreateRequest): void {
+  if (!MONITOR_ID_PATTERN.test(req.id)) {
+    throw new InvalidArgumentError('id', `"${req.id}" is not a valid container id for conmon`);
+  }
+  if (!isAbsolute(req.bundleDir)) {
+    throw new InvalidArgumentError('bundleDir', `"${req.bundleDir}" is not absolute`);
+  }
+  if (req.logPath !== '') checkLogPath(req.logPath);
+}
+
+/** The environment conmon gets: ours, with the sync pipe named and no start pipe to wait on. */
+function conmonEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, _OCI_SYNCPIPE: '3' };
+  delete env._OCI_STARTPIPE;
+  return env;
+}
+
+/**
+ * Waits for conmon's first complete JSON line on fd 3. The daemon keeps its end open while the
+ * container lives, so EOF is never waited for after a message; EOF before one means conmon died.
+ */
+function awaitSyncMessage(child: ChildProcess, timeoutMs: number): Promise<SyncOutcome> {
+  const pipe = child.stdio[3];
+  return new Promise<SyncOutcome>((resolve) => {
+    let buffered = '';
+    let settled = false;
+    const finish = (outcome: SyncOutcome): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      pipe?.destroy();
+      resolve(outcome);
+    };
+    const timer = setTimeout(() => finish({ kind: 'timeout' }), timeoutMs);
+    child.once('error', (error) => finish({ kind: 'spawn-error', error }));
+    if (!pipe) {
+      finish({ kind: 'spawn-error', error: new Error('no sync pipe') });
+      return;
+    }
+    pipe.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString('utf8');
+      const newline = buffered.indexOf('\n');
+      if (newline < 0) {
+        if (buffered.length > SYNC_MESSAGE_MAX) finish({ kind: 'closed' });
+        return;
+      }
+      const message = parseSyncMessage(buffered.slice(0, newline));
+      finish(message ? { kind: 'message', message } : { kind: 'closed' });
+    });
+    pipe.once('end', () => finish({ kind: 'closed' }));
+    pipe.once('error', () => finish({ kind: 'closed' }));
+  });
+}
+
+function parseSyncMessage(line: string): SyncMessage | null {
+  try {
+    const raw: unknown = JSON.parse(line);
+    if (typeof raw !== 'object' || raw === null) return null;
+    const { data, message } = raw as Record<string, unknown>;
+    if (typeof data !== 'number' || !Number.isInteger(data)) return null;
+    return typeof message === 'string' ? { data, message } : { data };
+  } catch {
+    return null;
+  }
+}
+
+/** The exit code of the first conmon (null if killed by a signal). */
+function exitCodeOf(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null) resolve(child.exitCode);
+    child.once('exit', (code) => resolve(code));
+    child.once('error', () => resolve(null));
+  });
+}
+
+/** `promise`'s value, or null when it has not settled within `ms`. */
+async function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<null>((resolve) => {
+    timer = setTimeout(() => resolve(null), ms);
+  });
+  try {
+    return await Promise.race([promise, expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function remaining(startedMs: number, timeoutMs: number): number {
+  return Math.max(0, startedMs + timeoutMs - Date.now());
+}
+
+async function readPid(path: string): Promise<number> {
+  const text = await readFile(path, 'utf8').catch(() => '');
+  const pid = Number.parseInt(text.trim(), 10);
+  return Number.isInteger(pid) && pid > 0 ? pid : 0;
+}
+
+/** The parent pid of a live process, 0 when unknown. */
+async function parentPid(pid: number): Promise<number> {
+  if (pid <= 0) return 0;
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  // Fields after the parenthesised command name: state, ppid, ...
+  const ppid = Number.parseInt(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1] ?? '', 10);
+  return Number.isInteger(ppid) ? ppid : 0;
+}
+
+/** True when `pid` is a live conmon monitoring `id`: a reused pid must never be killed. */
+async function isConmonOf(pid: number, id: string): Promise<boolean> {
+  if (!(await isRunning(pid))) return false;
+  const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+  const argv = cmdline.split('\0');
+  return argv.some((arg, i) => (arg === '--cid' || arg === '-c') && argv[i + 1] === id);
+}
+
+/** SIGKILL to a pid, or to a process group when negative. */
+function killQuietly(pid: number | undefined): void {
+  if (pid === undefined || pid === 0) return;
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // Already gone.
+  }
+}
+
+async function statOrNull(path: string): Promise<Stats | null> {
+  try {
+    return await stat(path);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Resolves true once a file other than `before` (another inode, or any file when there was none)
+ * sits at `path`, false after `timeoutMs`. Watches the directory: conmon creates `<path>.tmp`
+ * and renames it over `path`.
+ */
+function watchForNewFile(
+  path: string,
+  before: Stats | null,
+  timeoutMs: number,
+): { done: Promise<boolean>; cancel: () => void } {
+  let cancel = (): void => undefined;
+  const done = new Promise<boolean>((resolve) => {
+    let settled = false;
+    const watcher = watch(dirname(path), { persistent: false });
+    const finish = (ok: boolean): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      watcher.close();
+      resolve(ok);
+    };
+    cancel = () => finish(false);
+    const timer = setTimeout(() => finish(false), timeoutMs);
+    const check = async (): Promise<void> => {
+      const now = await statOrNull(path);
+      if (now && (!before || now.ino !== before.ino || now.dev !== before.dev)) finish(true);
+    };
+    watcher.on('change', (_event, name) => {
+      if (name === null || String(name) === basename(path)) void check();
+    });
+    watcher.on('error', () => finish(false));
+    void check();
+  });
+  return { done, cancel };
+}
