@@ -1,6 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Cni } from './cni/index.js';
+import { findProgram } from './exec.js';
 import type { BerthConfig } from './config/types.js';
 import { serveCri, type CriServer } from './cri/server.js';
 import { Puller } from './image/pull.js';
@@ -15,6 +16,10 @@ import { prepareNetnsDir } from './netns/index.js';
 import { ensureInfraRootfs } from './oci/infra.js';
 import { Runc } from './oci/runc.js';
 import { recover } from './sandbox/recovery.js';
+import { recoverContainers } from './container/recovery.js';
+import { ContainerService } from './container/service.js';
+import { Conmon } from './monitor/conmon.js';
+import { ExitWatcher } from './monitor/exits.js';
 import { SandboxService } from './sandbox/service.js';
 import { Store } from './store/index.js';
 
@@ -49,9 +54,40 @@ export async function startDaemon(
     timeoutMs: config.runtimeTimeoutMs,
   });
 
-  const report = await recover({ config, store, cni, runc, logger });
   const content = new ContentStore(config.rootDir);
   const layers = new LayerStore(config.rootDir);
+  // conmon writes here; both outlive berthd, so exits that happen while it is down are not lost.
+  const exitDir = join(config.stateDir, 'exits');
+  const persistDir = join(config.stateDir, 'monitor');
+  const exits = new ExitWatcher(exitDir, logger, persistDir);
+  const conmon = new Conmon({
+    binary: await findProgram(config.monitor),
+    runtime: await findProgram(config.runtime),
+    runtimeRoot: join(config.stateDir, 'runc'),
+    systemdCgroup: config.cgroupDriver === 'systemd',
+    exitDir,
+    persistDir,
+    socketDir: join(config.stateDir, 'sockets'),
+    timeoutMs: config.runtimeTimeoutMs,
+  });
+
+  // Exits that happen from here on are queued by the watcher; recovery reads those from before.
+  let containers: ContainerService | null = null;
+  const pendingExits: Parameters<ContainerService['onExit']>[0][] = [];
+  await exits.start((record) => {
+    if (containers)
+      void containers.onExit(record).catch((err: unknown) => logger.error({ err }, 'exit not recorded'));
+    else pendingExits.push(record);
+  });
+  const report = await recover({
+    config,
+    store,
+    cni,
+    runc,
+    logger,
+    recoverContainers: (rebooted) =>
+      recoverContainers({ config, store, runc, conmon, exits, exitDir, persistDir, logger, rebooted }),
+  });
   const imageSweep = await sweepImageStore(store.images, content, layers, logger);
   logger.info({ ...report, imageSweep, ms: Date.now() - started }, 'state recovered');
 
@@ -67,8 +103,11 @@ export async function startDaemon(
     puller: new Puller({ registry, content, layers, repo: store.images, logger }),
     rootDir: config.rootDir,
     logger,
+    usedBy: (imageId) => store.containers.imageInUse(imageId),
   });
 
+  containers = new ContainerService({ config, store, runc, conmon, exits, images, logger });
+  for (const record of pendingExits.splice(0)) await containers.onExit(record);
   const sandboxes = new SandboxService({
     config,
     store,
@@ -76,18 +115,21 @@ export async function startDaemon(
     runc,
     logger,
     infraRootfs,
+    containers,
     ...(opts.pauseBeforeStep ? { pauseBeforeStep: opts.pauseBeforeStep } : {}),
   });
   let server: CriServer;
   try {
-    server = await serveCri(config, { sandboxes, images }, logger);
+    server = await serveCri(config, { sandboxes, images, containers }, logger);
   } catch (err) {
+    exits.close();
     store.close();
     throw err;
   }
   return {
     close: async () => {
       await server.close();
+      exits.close();
       store.close();
     },
   };

@@ -39,6 +39,14 @@ export class UnimplementedError extends BerthError {
   override name = 'UnimplementedError';
 }
 
+/**
+ * An operation ran out of the time the request gave it (ExecSync's timeout). kubelet reads this
+ * code, and only this one, as "the probe timed out".
+ */
+export class DeadlineExceededError extends BerthError {
+  override name = 'DeadlineExceededError';
+}
+
 /** A host program failed or timed out. Carries what the program said on stderr. */
 export class ExecError extends BerthError {
   override name = 'ExecError';

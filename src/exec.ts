@@ -1,5 +1,6 @@
+import { access, constants } from 'node:fs/promises';
 import { execa } from 'execa';
-import { ExecError } from './errors.js';
+import { ExecError, FailedPreconditionError } from './errors.js';
 
 export interface ExecOptions {
   /** Every host program gets a deadline: a hung plugin or runc must not hang an RPC forever. */
@@ -59,4 +60,26 @@ export async function run(file: string, args: readonly string[], opts: ExecOptio
     throw new ExecError(command, result.exitCode, said ?? '', timedOut, stdout);
   }
   return { stdout, stderr };
+}
+
+/**
+ * The absolute path of a program named bare (looked up in PATH), for callers that exec it without
+ * a PATH search of their own (conmon runs its runtime by path). Throws when nothing is found.
+ */
+export async function findProgram(name: string): Promise<string> {
+  if (name.includes('/')) return name;
+  const dirs = (process.env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin').split(
+    ':',
+  );
+  for (const dir of dirs) {
+    if (dir === '') continue;
+    const candidate = `${dir}/${name}`;
+    try {
+      await access(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // Not here; keep looking.
+    }
+  }
+  throw new FailedPreconditionError(`${name}: not found in PATH (${dirs.join(':')})`);
 }

@@ -48,6 +48,7 @@ export function defaultConfig(): BerthConfig {
     netnsDir: '/var/run/netns',
     registryConfig: '/etc/berth/registries.toml',
     runtime: 'runc',
+    monitor: 'conmon',
     cgroupDriver: 'cgroupfs',
     logLevel: 'info',
     cniTimeoutMs: 30_000,
@@ -191,6 +192,13 @@ const FLAGS: readonly FlagDef[] = [
     apply: lastWins('runtime', runtimePath),
   },
   {
+    name: '--monitor',
+    arg: 'PATH',
+    help: 'container monitor (conmon): absolute path or name in PATH',
+    shownDefault: (d) => d.monitor,
+    apply: lastWins('monitor', runtimePath),
+  },
+  {
     name: '--cgroup-driver',
     arg: 'DRIVER',
     help: `${CGROUP_DRIVERS.join('|')}; systemd only on a systemd host`,
@@ -328,6 +336,7 @@ const FILE_SCHEME: { [key: string]: KeyReader | Section } = {
   },
   runtime: {
     path: key('runtime', str(runtimePath)),
+    monitor: key('monitor', str(runtimePath)),
     timeout: key('runtimeTimeoutMs', duration(1)),
   },
   pod: {
@@ -546,6 +555,7 @@ durations like "500ms", "30s", "1m30s"), with the defaults:
 
   [runtime]
   path = "${d.runtime}"      # absolute path, or a name looked up in PATH
+  monitor = "${d.monitor}"      # conmon: holds each container's stdio, log and exit code
   timeout = "${formatDuration(d.runtimeTimeoutMs)}"    # per runtime call
 
   [pod]

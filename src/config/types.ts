@@ -16,6 +16,8 @@ export interface BerthConfig {
   registryConfig: string;
   /** Path or name of the OCI runtime binary (runc). */
   runtime: string;
+  /** Path or name of the container monitor binary (conmon). */
+  monitor: string;
   cgroupDriver: CgroupDriver;
   logLevel: LogLevel;
   /** Deadline for each CNI plugin exec. */

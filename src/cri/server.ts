@@ -2,9 +2,11 @@ import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { chmod, mkdir, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { BerthConfig } from '../config/types.js';
+import type { ContainerService } from '../container/service.js';
 import type { Logger } from '../log.js';
 import type { ImageService } from '../image/service.js';
 import type { SandboxService } from '../sandbox/service.js';
+import { containerHandlers } from './container.js';
 import { implement } from './handler.js';
 import { imageHandlers } from './image.js';
 import { loadCriServices } from './loader.js';
@@ -18,11 +20,12 @@ export interface CriServer {
 export interface CriDomains {
   sandboxes: SandboxService;
   images: ImageService;
+  containers: ContainerService;
 }
 
 /** Serves RuntimeService and ImageService on the configured unix socket, mode 0660. */
 export async function serveCri(config: BerthConfig, domains: CriDomains, logger: Logger): Promise<CriServer> {
-  const { sandboxes, images } = domains;
+  const { sandboxes, images, containers } = domains;
   const services = loadCriServices();
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   server.addService(
@@ -30,7 +33,11 @@ export async function serveCri(config: BerthConfig, domains: CriDomains, logger:
     implement(
       services.runtime,
       'RuntimeService',
-      { ...runtimeHandlers(config, sandboxes), ...sandboxHandlers(sandboxes) },
+      {
+        ...runtimeHandlers(config, sandboxes),
+        ...sandboxHandlers(sandboxes),
+        ...containerHandlers(containers),
+      },
       logger,
     ),
   );

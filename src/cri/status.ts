@@ -2,6 +2,7 @@ import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import {
   AlreadyExistsError,
   BerthError,
+  DeadlineExceededError,
   FailedPreconditionError,
   InvalidArgumentError,
   NotFoundError,
@@ -21,6 +22,7 @@ export function grpcCode(err: unknown): status {
   if (err instanceof AlreadyExistsError) return status.ALREADY_EXISTS;
   if (err instanceof FailedPreconditionError) return status.FAILED_PRECONDITION;
   if (err instanceof UnimplementedError) return status.UNIMPLEMENTED;
+  if (err instanceof DeadlineExceededError) return status.DEADLINE_EXCEEDED;
   // Host programs (runc, CNI plugins) failing: the runtime could not do it, for reasons it reports.
   if (err instanceof BerthError) return status.UNKNOWN;
   return status.INTERNAL;

@@ -1,3 +1,4 @@
+import { FailedPreconditionError } from '../errors.js';
 import type { ContentStore } from '../imagestore/content.js';
 import type { LayerStore } from '../imagestore/layers.js';
 import type { ImageNames, ImageRecord } from '../imagestore/types.js';
@@ -35,6 +36,8 @@ export interface ImageServiceDeps {
   puller: Puller;
   rootDir: string;
   logger: Logger;
+  /** Ids of the containers whose rootfs is made from the image; they keep it from being removed. */
+  usedBy?: (imageId: string) => string[];
 }
 
 export class ImageService {
@@ -108,11 +111,35 @@ export class ImageService {
     if (!record) return;
     const { repo } = this.deps;
     const name = this.nameFor(image);
-    if (name && !isDigestName(name) && repo.imageNames(record.id).repoTags.includes(name)) {
+    const byTag = name !== null && !isDigestName(name) && repo.imageNames(record.id).repoTags.includes(name);
+    if (byTag && repo.imageNames(record.id).repoTags.length > 1) {
       repo.removeName(name);
-      if (repo.imageNames(record.id).repoTags.length > 0) return;
+      return;
     }
+    // Containers' overlays stack on the image's layers: deleting them would pull the floor out.
+    const users = this.deps.usedBy?.(record.id) ?? [];
+    if (users.length > 0) {
+      throw new FailedPreconditionError(
+        `image ${record.id} is in use by container ${users.join(', ')}: remove the container first`,
+      );
+    }
+    if (byTag) repo.removeName(name);
     await this.deleteImage(record.id);
+  }
+
+  /** The image a container names (reference, id or unique id prefix), with what its status reports. */
+  resolve(image: string): { record: ImageRecord; repoDigests: string[] } | undefined {
+    const record = this.find(image);
+    return record ? { record, repoDigests: this.deps.repo.imageNames(record.id).repoDigests } : undefined;
+  }
+
+  firstTag(imageId: string): string | undefined {
+    return this.deps.repo.imageNames(imageId).repoTags[0];
+  }
+
+  /** The repo digest status reports as image_ref, or the id when the image has none (or is gone). */
+  imageRef(imageId: string): string {
+    return this.deps.repo.imageNames(imageId).repoDigests[0] ?? imageId;
   }
 
   async fsInfo(): Promise<ImageFsUsage> {

@@ -1,10 +1,17 @@
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { run } from '../exec.js';
+import { isMounted } from '../netns/index.js';
 import { hostname as hostHostname } from 'node:os';
 import { join } from 'node:path';
 import type { DnsConfig } from './types.js';
 
 export const RESOLV_CONF = 'resolv.conf';
 export const HOSTNAME_FILE = 'hostname';
+/** The pod's /dev/shm: a tmpfs in the sandbox dir that every container of the pod bind-mounts. */
+export const SHM_DIR = 'shm';
+/** As kubelet and containerd size a pod's /dev/shm by default. */
+const SHM_SIZE = '64m';
+const MOUNT_TIMEOUT_MS = 30_000;
 
 /**
  * The pod's resolv.conf, written once per pod so every container mounts the same file. With no
@@ -26,4 +33,27 @@ export async function writeResolvConf(sandboxDir: string, dns: DnsConfig | null)
 
 export async function writeHostnameFile(sandboxDir: string, podHostname: string): Promise<void> {
   await writeFile(join(sandboxDir, HOSTNAME_FILE), `${podHostname || hostHostname()}\n`, { mode: 0o644 });
+}
+
+/**
+ * Mounts the pod's shm tmpfs. A bind of the infra's own /dev/shm cannot work: the kernel refuses
+ * bind mounts out of another mount namespace.
+ */
+export async function mountShm(sandboxDir: string): Promise<void> {
+  const dir = join(sandboxDir, SHM_DIR);
+  await mkdir(dir, { recursive: true, mode: 0o755 });
+  if (await isMounted(dir)) return;
+  await run('mount', ['-t', 'tmpfs', '-o', `nosuid,nodev,noexec,mode=1777,size=${SHM_SIZE}`, 'shm', dir], {
+    timeoutMs: MOUNT_TIMEOUT_MS,
+  });
+}
+
+/** Idempotent: a missing or unmounted dir is fine. */
+export async function unmountShm(sandboxDir: string): Promise<void> {
+  const dir = join(sandboxDir, SHM_DIR);
+  for (let i = 0; i < 4 && (await isMounted(dir)); i++) {
+    await run('umount', [dir], { timeoutMs: MOUNT_TIMEOUT_MS }).catch(() =>
+      run('umount', ['--lazy', dir], { timeoutMs: MOUNT_TIMEOUT_MS }),
+    );
+  }
 }

@@ -9,6 +9,7 @@ import type { Runc } from '../oci/runc.js';
 import { isRunning } from '../process/index.js';
 import type { Store } from '../store/index.js';
 import type { SandboxRow } from '../store/types.js';
+import { unmountShm } from './files.js';
 import { detach } from './network.js';
 import { NETNS_PREFIX } from './service.js';
 
@@ -18,6 +19,11 @@ export interface RecoveryDeps {
   cni: Cni;
   runc: Runc;
   logger: Logger;
+  /**
+   * Repairs the containers' side once the sandboxes are settled, before orphans are swept: the
+   * sweep must count every container row as known.
+   */
+  recoverContainers?: (rebooted: boolean) => Promise<unknown>;
 }
 
 /**
@@ -34,6 +40,7 @@ export interface RecoveryReport {
   orphanNetns: string[];
   orphanContainers: string[];
   orphanDirs: string[];
+  containers?: unknown;
 }
 
 /**
@@ -63,6 +70,7 @@ export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
       logger.error({ sandbox: row.id, err: errorMessage(err) }, 'repair failed; will retry on Stop/Remove');
     }
   }
+  if (deps.recoverContainers) report.containers = await deps.recoverContainers(rebooted);
   await removeOrphans(deps, report);
   await writeBootMarker(deps.config.stateDir);
   return report;
@@ -96,6 +104,7 @@ async function rollBack(deps: RecoveryDeps, row: SandboxRow, report: RecoveryRep
     }
   }
   if (row.netnsPath) await removeNetns(row.netnsPath);
+  await unmountShm(row.sandboxDir);
   await rm(row.sandboxDir, { recursive: true, force: true });
   store.deleteSandbox(row.id);
   report.rolledBack.push(row.id);
@@ -134,6 +143,8 @@ async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promis
   const { store, runc, logger, config } = deps;
   const rows = store.listSandboxes();
   const known = new Set(rows.map((r) => r.id));
+  // Containers share runc's root with the infras; they are orphans only without a container row.
+  const knownContainers = new Set(store.containers.list().map((r) => r.id));
   const knownNetns = new Set(rows.map((r) => r.netnsPath).filter((p): p is string => p !== null));
 
   for (const path of await listNetns(config.netnsDir, NETNS_PREFIX)) {
@@ -143,14 +154,15 @@ async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promis
     logger.warn({ netns: path }, 'removed a netns pin with no sandbox record');
   }
   for (const container of await runc.list()) {
-    if (known.has(container.id)) continue;
+    if (known.has(container.id) || knownContainers.has(container.id)) continue;
     await runc.delete(container.id, { force: true });
     report.orphanContainers.push(container.id);
-    logger.warn({ container: container.id }, 'deleted a runc container with no sandbox record');
+    logger.warn({ container: container.id }, 'deleted a runc container with no sandbox or container record');
   }
   const sandboxesDir = join(config.rootDir, 'sandboxes');
   for (const name of await readdir(sandboxesDir).catch(() => [] as string[])) {
     if (known.has(name)) continue;
+    await unmountShm(join(sandboxesDir, name));
     await rm(join(sandboxesDir, name), { recursive: true, force: true });
     report.orphanDirs.push(name);
     logger.warn({ dir: name }, 'removed a sandbox dir with no record');

@@ -14,7 +14,7 @@ import type { Runc } from '../oci/runc.js';
 import { isRunning, waitForExit } from '../process/index.js';
 import type { Store } from '../store/index.js';
 import type { SandboxRow } from '../store/types.js';
-import { writeHostnameFile, writeResolvConf } from './files.js';
+import { mountShm, unmountShm, writeHostnameFile, writeResolvConf } from './files.js';
 import { KeyedLock } from './lock.js';
 import { attach, attachmentFor, detach, storedNetworking } from './network.js';
 import type { SandboxFilter, SandboxSpec, SandboxVerboseInfo, SandboxView } from './types.js';
@@ -27,6 +27,12 @@ export const NETNS_PREFIX = 'berth-';
 /** The infra process should be the last thing the OOM killer picks in a pod. */
 const INFRA_OOM_SCORE_ADJ = -998;
 
+/** The pod's containers, as Stop and Remove of their sandbox must handle them first. */
+export interface PodContainers {
+  stopAllInSandbox(sandboxId: string): Promise<void>;
+  removeAllInSandbox(sandboxId: string): Promise<void>;
+}
+
 export interface SandboxServiceDeps {
   config: BerthConfig;
   store: Store;
@@ -34,6 +40,7 @@ export interface SandboxServiceDeps {
   runc: Runc;
   logger: Logger;
   infraRootfs: string;
+  containers?: PodContainers;
   /**
    * Test-only: RunPodSandbox stops before acting on the step of this name (after its journal entry
    * and undo are recorded) and waits forever, so a test can kill -9 the daemon mid-start.
@@ -117,6 +124,11 @@ export class SandboxService {
           await mkdir(sandboxDir, { recursive: true, mode: 0o711 });
           await writeResolvConf(sandboxDir, spec.dnsConfig);
           await writeHostnameFile(sandboxDir, spec.hostname);
+          if (spec.namespaces.ipc !== 'NODE') {
+            // Registered after the dir's undo, so it runs first: rm must not walk a mounted tmpfs.
+            steps.onUndo('shm', () => unmountShm(sandboxDir));
+            await mountShm(sandboxDir);
+          }
         }),
         netnsPath
           ? steps.run('netns', async () => {
@@ -236,11 +248,18 @@ export class SandboxService {
     const { store } = this.deps;
     const row = store.getSandbox(id);
     if (!row) return;
-    // The pod's containers are already stopped, so nothing needs the network while the infra dies.
+    // kubelet has normally stopped them, with their grace periods, before it gets here.
+    try {
+      await this.deps.containers?.stopAllInSandbox(id);
+    } catch (err) {
+      throw new StepError('containers-stop', err);
+    }
+    // The pod's containers are stopped, so nothing needs the network while the infra dies.
     await allSettledOrThrow([
       this.stopInfra(row).then(() => store.updateSandbox(id, { state: 'NOTREADY', pid: 0 })),
       this.teardownNetwork(row),
     ]);
+    await unmountShm(row.sandboxDir);
     if (row.netnsPath) {
       try {
         await unmountNetns(row.netnsPath);
@@ -291,6 +310,11 @@ export class SandboxService {
         (row.netnsPath !== null && (await isMounted(row.netnsPath)));
       if (needsStop) await this.stopLocked(row.id);
       try {
+        await this.deps.containers?.removeAllInSandbox(row.id);
+      } catch (err) {
+        throw new StepError('containers-remove', err);
+      }
+      try {
         await runc.delete(row.id, { force: true });
       } catch (err) {
         throw new StepError('infra-delete', err);
@@ -302,6 +326,7 @@ export class SandboxService {
           throw new StepError('netns-remove', err);
         }
       }
+      await unmountShm(row.sandboxDir);
       await rm(row.sandboxDir, { recursive: true, force: true });
       store.deleteSandbox(row.id);
       this.deps.logger.info({ sandbox: row.id }, 'pod sandbox removed');

@@ -501,11 +501,15 @@ describe('pod sandbox lifecycle', { timeout: 300_000 }, () => {
   });
 
   test('rpcs berth does not implement answer UNIMPLEMENTED naming themselves', async () => {
-    await rejectsWith(daemon.cri.call('ListContainers', {}), status.UNIMPLEMENTED, 'ListContainers');
     await rejectsWith(
-      daemon.cri.call('ContainerStats', { container_id: 'x' }),
+      daemon.cri.call('CheckpointContainer', { container_id: 'x' }),
       status.UNIMPLEMENTED,
-      'ContainerStats',
+      'CheckpointContainer',
+    );
+    await rejectsWith(
+      daemon.cri.call('PortForward', { pod_sandbox_id: 'x' }),
+      status.UNIMPLEMENTED,
+      'PortForward',
     );
   });
 });

@@ -485,7 +485,7 @@ describe('orphans', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.ok(existsSync(foreign), 'a netns dir file without the berth- prefix was removed');
     await rm(foreign);
     assert.deepEqual(await d.runcContainers(), [kept]);
-    assertLogged(log, 'deleted a runc container with no sandbox record', { container: lost });
+    assertLogged(log, 'deleted a runc container with no sandbox or container record', { container: lost });
     assert.ok(!(await isRunning(lostPid)), 'the orphan infra process still runs');
     assert.deepEqual(await d.sandboxDirs(), [kept]);
     assertLogged(log, 'removed a sandbox dir with no record', { dir: lost });

@@ -191,6 +191,16 @@ export class TestDaemon {
         );
       }
     }
+    await killProcessesMentioning(this.base);
+    // Container rootfs overlays and anything else mounted under the test's dir, deepest first.
+    const mounts = (await readFile('/proc/self/mountinfo', 'utf8'))
+      .split('\n')
+      .map((line) => line.split(' ')[4] ?? '')
+      .filter(
+        (target) => target.startsWith(`${this.base}/containers`) || target.startsWith(`${this.rootDir}/`),
+      )
+      .sort((a, b) => b.length - a.length);
+    for (const target of mounts) await run('umount', ['-l', target], { timeoutMs: 10_000 }).catch(() => {});
     for (const name of await readdir(this.netnsDir).catch(() => [] as string[])) {
       const path = join(this.netnsDir, name);
       if (await isMounted(path)) await run('umount', ['-l', path], { timeoutMs: 10_000 }).catch(() => {});
@@ -233,6 +243,20 @@ export class TestDaemon {
       () => true,
       () => false,
     );
+  }
+}
+
+/** conmon outlives berthd by design; a test's monitors must not outlive the test. */
+async function killProcessesMentioning(text: string): Promise<void> {
+  for (const pid of await readdir('/proc').catch(() => [] as string[])) {
+    if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
+    const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+    if (!cmdline.includes(text)) continue;
+    try {
+      process.kill(Number(pid), 'SIGKILL');
+    } catch {
+      // Gone already.
+    }
   }
 }
 

@@ -85,6 +85,7 @@ describe('loadConfig defaults', () => {
       registryConfig: '/etc/berth/registries.toml',
       registryTimeoutMs: 60_000,
       runtime: 'runc',
+      monitor: 'conmon',
       cgroupDriver: 'cgroupfs',
       logLevel: 'info',
       cniTimeoutMs: 30_000,

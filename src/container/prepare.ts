@@ -1,0 +1,181 @@
+/**
+ * Everything CreateContainer must learn from the host before the OCI spec can be written: the
+ * user from the image's files, mount sources, devices, the seccomp profile, the pod's files.
+ * The spec itself is built by the pure src/oci/container.ts.
+ */
+import { access, copyFile, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { FailedPreconditionError, InvalidArgumentError } from '../errors.js';
+import type { ImageRuntimeConfig } from '../image/types.js';
+import { allCapabilities, effectiveCapabilities } from '../oci/capabilities.js';
+import { buildContainerSpec } from '../oci/container.js';
+import { deviceFromPath, hostDevices } from '../oci/devices.js';
+import { resolveMounts } from '../oci/mounts.js';
+import { clampOomScoreAdj } from '../oci/oom.js';
+import { defaultSeccompProfile, loadSeccompProfile } from '../oci/seccomp.js';
+import type { LinuxDevice, LinuxDeviceCgroup, Seccomp, Spec } from '../oci/spec.js';
+import { resolveUser, type ResolvedUser } from '../oci/user.js';
+import { isRunning } from '../process/index.js';
+import { HOSTNAME_FILE, RESOLV_CONF, SHM_DIR } from '../sandbox/files.js';
+import { isMounted } from '../netns/index.js';
+import type { SandboxSpec } from '../sandbox/types.js';
+import type { SandboxRow } from '../store/types.js';
+import type { ContainerSpec, SecurityProfile } from './types.js';
+
+export const HOSTS_FILE = 'hosts';
+
+export interface PrepareInput {
+  containerId: string;
+  spec: ContainerSpec;
+  sandbox: SandboxRow;
+  sandboxSpec: SandboxSpec;
+  image: { name: string; config: ImageRuntimeConfig };
+  rootfsPath: string;
+  cgroupsPath: string;
+  targetPid: number | null;
+}
+
+export interface PreparedSpec {
+  spec: Spec;
+  user: ResolvedUser;
+  /** Things the operator should hear about (e.g. a host mount made shared). */
+  notes: string[];
+}
+
+export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
+  const { spec, sandbox, sandboxSpec } = input;
+  // The namespaces are joined through the infra's /proc entries: a dead infra would fail late.
+  if (!(await isRunning(sandbox.pid))) {
+    throw new FailedPreconditionError(`pod sandbox ${sandbox.id}: its infra process is not running`);
+  }
+  const [user, mounts, devices, hosts] = await Promise.all([
+    resolveUser(input.rootfsPath, spec.security, input.image.config.User),
+    resolveMounts(spec.mounts),
+    resolveDevices(spec),
+    ensureHostsFile(sandbox, sandboxSpec),
+  ]);
+  const all = await allCapabilities();
+  const capabilities = effectiveCapabilities(spec.security, all);
+  const built = buildContainerSpec({
+    containerId: input.containerId,
+    sandboxId: sandbox.id,
+    spec,
+    sandbox: sandboxSpec,
+    image: input.image,
+    rootfsPath: input.rootfsPath,
+    allCapabilities: all,
+    user,
+    netnsPath: sandbox.netnsPath,
+    infraPid: sandbox.pid,
+    targetPid: input.targetPid,
+    sandboxFiles: {
+      resolvConf: join(sandbox.sandboxDir, RESOLV_CONF),
+      hostname: join(sandbox.sandboxDir, HOSTNAME_FILE),
+      hosts,
+      ...(await podShm(sandbox)),
+    },
+    cgroupsPath: input.cgroupsPath,
+    oomScoreAdj: clampOomScoreAdj(spec.resources.oomScoreAdj),
+    seccomp: spec.security.privileged ? null : await seccompFor(spec.security.seccomp, capabilities),
+    apparmorProfile: await apparmorFor(spec.security.apparmor, spec.security.privileged),
+    devices: devices.devices,
+    deviceRules: devices.rules,
+    mounts: mounts.mounts,
+  });
+  return { spec: built, user, notes: mounts.notes };
+}
+
+/** The pod's shared /dev/shm, when its sandbox mounted one (pods from before it did have none). */
+async function podShm(sandbox: SandboxRow): Promise<{ shm?: string }> {
+  const path = join(sandbox.sandboxDir, SHM_DIR);
+  return (await isMounted(path)) ? { shm: path } : {};
+}
+
+async function resolveDevices(
+  spec: ContainerSpec,
+): Promise<{ devices: LinuxDevice[]; rules: LinuxDeviceCgroup[] }> {
+  if (spec.security.privileged) return { devices: await hostDevices(), rules: [] };
+  const devices: LinuxDevice[] = [];
+  const rules: LinuxDeviceCgroup[] = [];
+  for (const [i, d] of spec.devices.entries()) {
+    const found = await deviceFromPath(
+      d.hostPath,
+      d.containerPath,
+      d.permissions,
+      `config.devices[${i}].host_path`,
+    );
+    devices.push(...found.devices);
+    rules.push(...found.rules);
+  }
+  return { devices, rules };
+}
+
+async function seccompFor(
+  profile: SecurityProfile,
+  capabilities: readonly string[],
+): Promise<Seccomp | null> {
+  switch (profile.kind) {
+    case 'Unconfined':
+      return null;
+    case 'RuntimeDefault':
+      return defaultSeccompProfile(capabilities);
+    case 'Localhost':
+      return loadSeccompProfile(profile.path);
+  }
+}
+
+/** AppArmor only where the host has it; a profile asked for on a host without it is an error. */
+async function apparmorFor(profile: SecurityProfile, privileged: boolean): Promise<string | null> {
+  const enabled = await hostHasAppArmor();
+  if (profile.kind === 'Localhost') {
+    if (!enabled) {
+      throw new InvalidArgumentError(
+        'config.linux.security_context.apparmor.localhost_ref',
+        'AppArmor is not enabled on this host',
+      );
+    }
+    return profile.path;
+  }
+  if (!enabled || privileged || profile.kind === 'Unconfined') return null;
+  // RuntimeDefault: berth ships no AppArmor profile of its own; the host's default confinement applies.
+  return null;
+}
+
+async function hostHasAppArmor(): Promise<boolean> {
+  const text = await readFile('/sys/module/apparmor/parameters/enabled', 'utf8').catch(() => 'N');
+  return text.trim() === 'Y';
+}
+
+/**
+ * kubelet mounts its own /etc/hosts into most containers; when it does not, the pod's file is
+ * used. Written once per pod, on first need, so existing pods get one too.
+ */
+async function ensureHostsFile(sandbox: SandboxRow, sandboxSpec: SandboxSpec): Promise<string> {
+  const path = join(sandbox.sandboxDir, HOSTS_FILE);
+  if (await exists(path)) return path;
+  if (sandbox.hostNetwork) {
+    await copyFile('/etc/hosts', path).catch(() => writeFile(path, DEFAULT_HOSTS));
+    return path;
+  }
+  const name = sandboxSpec.hostname || sandboxSpec.metadata.name;
+  const own = sandbox.ip ? `${sandbox.ip}\t${name}\n` : '';
+  await writeFile(path, DEFAULT_HOSTS + own, { mode: 0o644 });
+  return path;
+}
+
+const DEFAULT_HOSTS = [
+  '127.0.0.1\tlocalhost',
+  '::1\tlocalhost ip6-localhost ip6-loopback',
+  'fe00::0\tip6-localnet',
+  'fe00::0\tip6-mcastprefix',
+  'fe00::1\tip6-allnodes',
+  'fe00::2\tip6-allrouters',
+  '',
+].join('\n');
+
+async function exists(path: string): Promise<boolean> {
+  return access(path).then(
+    () => true,
+    () => false,
+  );
+}

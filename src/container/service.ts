@@ -1,0 +1,534 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { BerthConfig } from '../config/types.js';
+import {
+  DeadlineExceededError,
+  FailedPreconditionError,
+  InvalidArgumentError,
+  NotFoundError,
+  StepError,
+  errorMessage,
+} from '../errors.js';
+import type { ImageService } from '../image/service.js';
+import type { ImageConfig } from '../image/types.js';
+import { containerDir, prepareRootfs, removeRootfs } from '../imagestore/rootfs.js';
+import type { Logger } from '../log.js';
+import type { Conmon } from '../monitor/conmon.js';
+import type { ExitRecord, ExitWatcher } from '../monitor/exits.js';
+import { execSync } from '../oci/exec-sync.js';
+import type { Runc } from '../oci/runc.js';
+import type { Process, Spec } from '../oci/spec.js';
+import { linuxResources } from '../oci/container.js';
+import { KeyedLock } from '../sandbox/lock.js';
+import { cgroupsPath } from '../sandbox/service.js';
+import { Steps } from '../sandbox/steps.js';
+import type { SandboxSpec } from '../sandbox/types.js';
+import { readCgroupStats } from '../stats/cgroup.js';
+import { directoryUsage } from '../stats/disk.js';
+import type { Store } from '../store/index.js';
+import type { ContainerRow, SandboxRow } from '../store/types.js';
+import { nowNanos } from '../time.js';
+import { prepareSpec } from './prepare.js';
+import type {
+  ContainerFilter,
+  ContainerResources,
+  ContainerSpec,
+  ContainerStateName,
+  ContainerStatsView,
+  ContainerVerboseInfo,
+  ContainerView,
+  ExecSyncResult,
+} from './types.js';
+
+/** Per stream: enough for any probe or `crictl exec -s`, bounded so a chatty command cannot exhaust berthd (CVE-2022-1708). */
+export const EXEC_SYNC_OUTPUT_CAP = 16 * 1024 * 1024;
+/** After SIGKILL a process is gone within milliseconds unless the kernel is stuck (D state). */
+const KILL_WAIT_MS = 10_000;
+
+export interface ContainerServiceDeps {
+  config: BerthConfig;
+  store: Store;
+  runc: Runc;
+  conmon: Conmon;
+  exits: ExitWatcher;
+  images: ImageService;
+  logger: Logger;
+}
+
+export class ContainerService {
+  private readonly lock = new KeyedLock();
+  /** Parsed specs by id, reused while the stored JSON is unchanged: ListContainers parses none. */
+  private readonly specCache = new Map<string, { json: string; spec: ContainerSpec }>();
+
+  constructor(private readonly deps: ContainerServiceDeps) {}
+
+  /** Exit files arrive from conmon; each is applied once, under the container's lock. */
+  onExit(record: ExitRecord): Promise<void> {
+    return this.lock.with(record.id, async () => {
+      this.applyExit(record);
+    });
+  }
+
+  async create(podSandboxId: string, spec: ContainerSpec): Promise<string> {
+    const { config, store, images } = this.deps;
+    const sandbox = this.resolveSandbox(podSandboxId);
+    if (sandbox.state !== 'READY' || sandbox.pid <= 0) {
+      throw new FailedPreconditionError(`pod sandbox ${sandbox.id} is not ready`);
+    }
+    const resolved = images.resolve(spec.image);
+    if (!resolved) throw new NotFoundError('image', spec.image);
+    const image = resolved.record;
+    const imageConfig = JSON.parse(image.configJson) as ImageConfig;
+    const sandboxSpec = JSON.parse(sandbox.configJson) as SandboxSpec;
+
+    const id = randomBytes(32).toString('hex');
+    const log = this.deps.logger.child({ container: id, sandbox: sandbox.id });
+    const dir = containerDir(id, config.rootDir);
+    const bundleDir = join(dir, 'bundle');
+    const logPath =
+      sandboxSpec.logDirectory && spec.logPath ? join(sandboxSpec.logDirectory, spec.logPath) : '';
+    // Containers nest in their pod's cgroup parent, so pod-level limits and accounting cover them.
+    const cgroups = cgroupsPath(config.cgroupDriver, sandboxSpec.cgroupParent, id);
+
+    // The row is the journal, written first: a crash later leaves a CREATING row that start-up
+    // rolls back. It also reserves the (sandbox, name, attempt) triple.
+    store.containers.insert({
+      id,
+      sandboxId: sandbox.id,
+      name: spec.metadata.name,
+      attempt: spec.metadata.attempt,
+      state: 'CREATING',
+      step: 'reserve',
+      configJson: JSON.stringify(spec),
+      imageName: spec.image,
+      imageId: image.id,
+      createdAt: nowNanos(),
+      startedAt: '0',
+      finishedAt: '0',
+      exitCode: 0,
+      reason: '',
+      message: '',
+      pid: 0,
+      monitorPid: 0,
+      logPath,
+      bundleDir,
+      cgroupsPath: cgroups,
+      userJson: '{}',
+    });
+
+    const steps = new Steps(log, async (step) => {
+      store.containers.update(id, { step });
+    });
+    try {
+      const rootfs = await steps.run('rootfs', async () => {
+        steps.onUndo('rootfs', () => removeRootfs(id, config.rootDir));
+        return prepareRootfs(id, imageConfig.rootfs.diff_ids, config.rootDir);
+      });
+      await steps.run('spec', async () => {
+        const prepared = await prepareSpec({
+          containerId: id,
+          spec,
+          sandbox,
+          sandboxSpec,
+          image: { name: spec.image, config: imageConfig.config ?? {} },
+          rootfsPath: rootfs,
+          cgroupsPath: cgroups,
+          targetPid: this.targetPid(spec, sandbox),
+        });
+        await mkdir(bundleDir, { recursive: true, mode: 0o700 });
+        await writeFile(join(bundleDir, 'config.json'), JSON.stringify(prepared.spec));
+        store.containers.update(id, { userJson: JSON.stringify(prepared.user) });
+        for (const note of prepared.notes) log.warn(note);
+      });
+      await steps.run('monitor', async () => {
+        steps.onUndo('monitor', () => this.discardProcess(id));
+        const created = await this.deps.conmon.create({
+          id,
+          name: `${sandboxSpec.metadata.namespace}_${sandboxSpec.metadata.name}_${spec.metadata.name}`,
+          bundleDir,
+          logPath,
+          stdin: spec.stdin,
+          stdinOnce: spec.stdinOnce,
+          tty: spec.tty,
+        });
+        store.containers.update(id, { pid: created.pid, monitorPid: created.monitorPid });
+      });
+      store.containers.update(id, { state: 'CREATED', step: 'created' });
+      steps.release();
+      log.info({ name: spec.metadata.name, stepsMs: steps.timingsMs }, 'container created');
+      return id;
+    } catch (err) {
+      const failure = err instanceof StepError ? err : new StepError('create', err);
+      log.error({ step: failure.step, err: failure.message }, 'CreateContainer failed, undoing');
+      const failedUndos = await steps.unwind();
+      if (failedUndos.length === 0) {
+        store.containers.delete(id);
+      } else {
+        // Visible as exited, so kubelet's garbage collection removes it and retries the cleanup.
+        store.containers.update(id, {
+          state: 'EXITED',
+          exitCode: 128,
+          reason: 'CreateError',
+          message: failure.message,
+          finishedAt: nowNanos(),
+          pid: 0,
+        });
+      }
+      throw failure;
+    }
+  }
+
+  async start(idOrPrefix: string): Promise<void> {
+    const found = this.resolve(idOrPrefix);
+    await this.lock.with(found.id, async () => {
+      const row = this.mustGet(found.id);
+      if (row.state !== 'CREATED') {
+        throw new FailedPreconditionError(`container ${row.id} is ${stateWord(row)}, not created`);
+      }
+      const startedAt = nowNanos();
+      try {
+        await this.deps.runc.start(row.id);
+      } catch (err) {
+        this.deps.store.containers.update(row.id, {
+          state: 'EXITED',
+          startedAt,
+          finishedAt: nowNanos(),
+          exitCode: 128,
+          reason: 'StartError',
+          message: errorMessage(err),
+        });
+        throw new StepError('start', err);
+      }
+      this.deps.store.containers.update(row.id, { state: 'RUNNING', startedAt });
+      this.deps.logger.info({ container: row.id }, 'container started');
+    });
+    // An exit that raced the start waited for the lock; make sure it is not lost.
+    const exited = await this.deps.exits.read(found.id);
+    if (exited) await this.onExit(exited);
+  }
+
+  /** Idempotent: stopping an exited container is a no-op. timeoutSeconds 0 kills at once. */
+  async stop(idOrPrefix: string, timeoutSeconds: number): Promise<void> {
+    const found = this.resolve(idOrPrefix);
+    await this.lock.with(found.id, () => this.stopLocked(found.id, timeoutSeconds));
+  }
+
+  private async stopLocked(id: string, timeoutSeconds: number): Promise<void> {
+    const { runc, exits } = this.deps;
+    const row = this.mustGet(id);
+    if (row.state === 'EXITED' || row.state === 'CREATING') return;
+    const already = await exits.read(id);
+    if (already) {
+      this.applyExit(already);
+      return;
+    }
+    if (row.state === 'RUNNING' && timeoutSeconds > 0) {
+      await runc.kill(id, this.stopSignal(row));
+      const exited = await exits.wait(id, timeoutSeconds * 1000);
+      if (exited) {
+        this.applyExit(exited);
+        return;
+      }
+      this.deps.logger.info({ container: id, timeoutSeconds }, 'stop timeout expired: SIGKILL');
+    }
+    await runc.kill(id, 'SIGKILL', true);
+    const killed = await exits.wait(id, KILL_WAIT_MS);
+    if (!killed) throw new StepError('stop', new Error(`container ${id} did not exit after SIGKILL`));
+    this.applyExit(killed);
+  }
+
+  /** Idempotent: an unknown id is success. A running container is killed first. */
+  async remove(idOrPrefix: string): Promise<void> {
+    const found = this.resolveOptional(idOrPrefix);
+    if (!found) return;
+    await this.lock.with(found.id, async () => {
+      const row = this.deps.store.containers.get(found.id);
+      if (!row) return;
+      if (row.state === 'CREATED' || row.state === 'RUNNING') await this.stopLocked(row.id, 0);
+      await this.discardProcess(row.id);
+      await removeRootfs(row.id, this.deps.config.rootDir);
+      this.deps.store.containers.delete(row.id);
+      this.specCache.delete(row.id);
+      this.deps.logger.info({ container: row.id }, 'container removed');
+    });
+  }
+
+  /** Stops every container of a pod, for StopPodSandbox: kubelet already gave them their grace. */
+  async stopAllInSandbox(sandboxId: string): Promise<void> {
+    const rows = this.deps.store.containers.listBySandbox(sandboxId);
+    await Promise.all(rows.map((row) => this.stop(row.id, 0)));
+  }
+
+  async removeAllInSandbox(sandboxId: string): Promise<void> {
+    const rows = this.deps.store.containers.listBySandbox(sandboxId);
+    await Promise.all(rows.map((row) => this.remove(row.id)));
+  }
+
+  async status(
+    idOrPrefix: string,
+    verbose: boolean,
+  ): Promise<{ view: ContainerView; info?: ContainerVerboseInfo }> {
+    const row = this.resolve(idOrPrefix);
+    const view = this.toView(row);
+    if (!verbose) return { view };
+    const runtimeSpec: unknown = await readFile(join(row.bundleDir, 'config.json'), 'utf8')
+      .then((text) => JSON.parse(text) as unknown)
+      .catch(() => null);
+    return {
+      view,
+      info: {
+        pid: row.pid,
+        sandboxId: row.sandboxId,
+        bundleDir: row.bundleDir,
+        rootfs: join(containerDir(row.id, this.deps.config.rootDir), 'rootfs'),
+        runtimeSpec,
+      },
+    };
+  }
+
+  list(filter: ContainerFilter): ContainerView[] {
+    const { store } = this.deps;
+    let rows = filter.id ? store.containers.findByIdPrefix(filter.id) : store.containers.list();
+    if (filter.podSandboxId) {
+      const sandboxIds = new Set(
+        store.getSandbox(filter.podSandboxId)
+          ? [filter.podSandboxId]
+          : store.findSandboxesByIdPrefix(filter.podSandboxId).map((s) => s.id),
+      );
+      rows = rows.filter((row) => sandboxIds.has(row.sandboxId));
+    }
+    return rows
+      .filter((row) => row.state !== 'CREATING')
+      .filter((row) => !filter.state || stateName(row) === filter.state)
+      .filter((row) => matchesLabels(this.specOf(row).labels, filter.labelSelector))
+      .map((row) => this.toView(row));
+  }
+
+  async updateResources(idOrPrefix: string, resources: ContainerResources): Promise<void> {
+    const found = this.resolve(idOrPrefix);
+    await this.lock.with(found.id, async () => {
+      const row = this.mustGet(found.id);
+      if (row.state !== 'CREATED' && row.state !== 'RUNNING') {
+        throw new FailedPreconditionError(`container ${row.id} is ${stateWord(row)}: nothing to update`);
+      }
+      await this.deps.runc.update(row.id, linuxResources(resources));
+      const spec = { ...this.specOf(row), resources };
+      this.deps.store.containers.update(row.id, { configJson: JSON.stringify(spec) });
+    });
+  }
+
+  /** kubelet renamed the log file (rotation); conmon reopens the path. */
+  async reopenLog(idOrPrefix: string): Promise<void> {
+    const row = this.resolve(idOrPrefix);
+    if (row.state !== 'RUNNING') {
+      throw new FailedPreconditionError(`container ${row.id} is ${stateWord(row)}, not running`);
+    }
+    if (row.logPath === '') return;
+    await this.deps.conmon.reopenLog(row.bundleDir, row.logPath);
+  }
+
+  async execSync(idOrPrefix: string, cmd: string[], timeoutSeconds: number): Promise<ExecSyncResult> {
+    const row = this.resolve(idOrPrefix);
+    if (row.state !== 'RUNNING') {
+      throw new FailedPreconditionError(`container ${row.id} is ${stateWord(row)}, not running`);
+    }
+    const spec = JSON.parse(await readFile(join(row.bundleDir, 'config.json'), 'utf8')) as Spec;
+    if (!spec.process) throw new FailedPreconditionError(`container ${row.id} has no process spec`);
+    const process: Process = { ...spec.process, args: cmd, terminal: false };
+    const result = await execSync(this.deps.runc, row.id, process, {
+      timeoutMs: timeoutSeconds * 1000,
+      maxOutputBytes: EXEC_SYNC_OUTPUT_CAP,
+    });
+    if (result.timedOut) {
+      throw new DeadlineExceededError(`command "${cmd.join(' ')}" timed out after ${timeoutSeconds}s`);
+    }
+    return result;
+  }
+
+  async stats(idOrPrefix: string): Promise<ContainerStatsView> {
+    return this.statsOf(this.resolve(idOrPrefix));
+  }
+
+  async listStats(filter: ContainerFilter): Promise<ContainerStatsView[]> {
+    const rows = this.list(filter).map((view) => this.mustGet(view.id));
+    return Promise.all(rows.map((row) => this.statsOf(row)));
+  }
+
+  private async statsOf(row: ContainerRow): Promise<ContainerStatsView> {
+    const spec = this.specOf(row);
+    const running = row.state === 'RUNNING' || row.state === 'CREATED';
+    const [cgroup, disk] = await Promise.all([
+      running ? readCgroupStats(row.cgroupsPath, this.deps.config.cgroupDriver) : null,
+      directoryUsage(join(containerDir(row.id, this.deps.config.rootDir), 'upper')).catch(() => null),
+    ]);
+    const timestamp = nowNanos();
+    return {
+      id: row.id,
+      podSandboxId: row.sandboxId,
+      metadata: spec.metadata,
+      labels: spec.labels,
+      annotations: spec.annotations,
+      cpu: cgroup ? { timestamp, usageCoreNanoSeconds: cgroup.cpuUsageNs.toString() } : null,
+      memory: cgroup
+        ? {
+            timestamp,
+            workingSetBytes: cgroup.workingSetBytes.toString(),
+            usageBytes: cgroup.memoryUsageBytes.toString(),
+            rssBytes: cgroup.rssBytes.toString(),
+            pageFaults: cgroup.pageFaults.toString(),
+            majorPageFaults: cgroup.majorPageFaults.toString(),
+          }
+        : null,
+      writableLayer: disk
+        ? {
+            timestamp,
+            mountpoint: this.deps.config.rootDir,
+            usedBytes: disk.bytes.toString(),
+            inodesUsed: disk.inodes.toString(),
+          }
+        : null,
+    };
+  }
+
+  /** Records an exit once; later reports of the same exit change nothing. */
+  private applyExit(record: ExitRecord): void {
+    const row = this.deps.store.containers.get(record.id);
+    if (!row || row.state === 'EXITED' || row.state === 'CREATING') return;
+    const reason = record.oomKilled ? 'OOMKilled' : record.exitCode === 0 ? 'Completed' : 'Error';
+    this.deps.store.containers.update(row.id, {
+      state: 'EXITED',
+      exitCode: record.exitCode,
+      finishedAt: record.finishedAt,
+      reason,
+      pid: 0,
+    });
+    this.deps.logger.info({ container: row.id, exitCode: record.exitCode, reason }, 'container exited');
+  }
+
+  /** Removes runc's container, its monitor and the monitor's files. Idempotent. */
+  private async discardProcess(id: string): Promise<void> {
+    const row = this.deps.store.containers.get(id);
+    await this.deps.conmon.release(id, row?.monitorPid ?? 0);
+    await this.deps.exits.forget(id);
+  }
+
+  private targetPid(spec: ContainerSpec, sandbox: SandboxRow): number | null {
+    if (spec.security.namespaces.pid !== 'TARGET') return null;
+    const target = this.resolve(spec.security.namespaces.targetId);
+    if (target.sandboxId !== sandbox.id) {
+      throw new InvalidArgumentError(
+        'config.linux.security_context.namespace_options.target_id',
+        `container ${target.id} is in another pod sandbox`,
+      );
+    }
+    if (target.state !== 'RUNNING' || target.pid <= 0) {
+      throw new FailedPreconditionError(`target container ${target.id} is not running`);
+    }
+    return target.pid;
+  }
+
+  private stopSignal(row: ContainerRow): string {
+    const image = this.deps.store.images.getImage(row.imageId);
+    if (!image) return 'SIGTERM';
+    const config = JSON.parse(image.configJson) as ImageConfig;
+    return config.config?.StopSignal || 'SIGTERM';
+  }
+
+  private toView(row: ContainerRow): ContainerView {
+    const spec = this.specOf(row);
+    const user = JSON.parse(row.userJson) as { uid?: number; gid?: number; additionalGids?: number[] };
+    return {
+      id: row.id,
+      podSandboxId: row.sandboxId,
+      metadata: spec.metadata,
+      image: spec.userSpecifiedImage || this.deps.images.firstTag(row.imageId) || spec.image,
+      userSpecifiedImage: spec.userSpecifiedImage,
+      imageRef: this.deps.images.imageRef(row.imageId),
+      imageId: row.imageId,
+      state: stateName(row),
+      createdAt: row.createdAt,
+      startedAt: row.startedAt,
+      finishedAt: row.finishedAt,
+      exitCode: row.exitCode,
+      reason: row.reason,
+      message: row.message,
+      labels: spec.labels,
+      annotations: spec.annotations,
+      mounts: spec.mounts,
+      logPath: row.logPath,
+      resources: spec.resources,
+      user: { uid: user.uid ?? 0, gid: user.gid ?? 0, supplementalGroups: user.additionalGids ?? [] },
+      pid: row.pid,
+    };
+  }
+
+  private specOf(row: ContainerRow): ContainerSpec {
+    const cached = this.specCache.get(row.id);
+    if (cached && cached.json === row.configJson) return cached.spec;
+    const spec = JSON.parse(row.configJson) as ContainerSpec;
+    this.specCache.set(row.id, { json: row.configJson, spec });
+    return spec;
+  }
+
+  private resolveSandbox(idOrPrefix: string): SandboxRow {
+    const { store } = this.deps;
+    const exact = store.getSandbox(idOrPrefix);
+    if (exact) return exact;
+    const matches = store.findSandboxesByIdPrefix(idOrPrefix);
+    if (matches.length > 1) {
+      throw new InvalidArgumentError('pod_sandbox_id', `"${idOrPrefix}" matches ${matches.length} sandboxes`);
+    }
+    if (matches[0]) return matches[0];
+    throw new NotFoundError('pod sandbox', idOrPrefix);
+  }
+
+  private mustGet(id: string): ContainerRow {
+    const row = this.deps.store.containers.get(id);
+    if (!row) throw new NotFoundError('container', id);
+    return row;
+  }
+
+  private resolve(idOrPrefix: string): ContainerRow {
+    const row = this.resolveOptional(idOrPrefix);
+    if (!row) throw new NotFoundError('container', idOrPrefix);
+    return row;
+  }
+
+  /** Exact id, or a unique prefix of one (crictl shows and accepts truncated ids). */
+  private resolveOptional(idOrPrefix: string): ContainerRow | undefined {
+    const { store } = this.deps;
+    const exact = store.containers.get(idOrPrefix);
+    if (exact) return exact.state === 'CREATING' ? undefined : exact;
+    const matches = store.containers.findByIdPrefix(idOrPrefix).filter((r) => r.state !== 'CREATING');
+    if (matches.length > 1) {
+      throw new InvalidArgumentError('container_id', `"${idOrPrefix}" matches ${matches.length} containers`);
+    }
+    return matches[0];
+  }
+}
+
+function stateName(row: ContainerRow): ContainerStateName {
+  switch (row.state) {
+    case 'CREATED':
+      return 'CONTAINER_CREATED';
+    case 'RUNNING':
+      return 'CONTAINER_RUNNING';
+    case 'EXITED':
+      return 'CONTAINER_EXITED';
+    default:
+      return 'CONTAINER_UNKNOWN';
+  }
+}
+
+function stateWord(row: ContainerRow): string {
+  return row.state.toLowerCase();
+}
+
+function matchesLabels(
+  labels: Record<string, string>,
+  selector: Record<string, string> | undefined,
+): boolean {
+  if (!selector) return true;
+  return Object.entries(selector).every(([key, value]) => labels[key] === value);
+}

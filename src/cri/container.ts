@@ -1,0 +1,582 @@
+import { DeadlineExceededError, InvalidArgumentError } from '../errors.js';
+import type { ContainerService } from '../container/service.js';
+import type {
+  ContainerFilter,
+  ContainerMount,
+  ContainerNamespaces,
+  ContainerResources,
+  ContainerSecurity,
+  ContainerSpec,
+  ContainerStateName,
+  ContainerStatsView,
+  ContainerView,
+  DeviceMapping,
+  KeyValue,
+  MountPropagation,
+  SecurityProfile,
+} from '../container/types.js';
+import type { NamespaceMode } from '../sandbox/types.js';
+import type { UnaryTable } from './handler.js';
+import { int64Id, requireSafeName, requireString } from './validate.js';
+import {
+  absolutePath,
+  capabilityName,
+  cpuset,
+  devicePermissions,
+  hugepageSize,
+  int64InRange,
+  noNul,
+  profileName,
+  relativeLogPath,
+  seconds,
+  unifiedKey,
+  userName,
+} from './validate-container.js';
+import type {
+  ContainerIdRequest,
+  ContainerStatusRequest,
+  ContainerStatusResponse,
+  CreateContainerRequest,
+  ExecSyncRequest,
+  ExecSyncResponse,
+  ListContainerStatsRequest,
+  ListContainersRequest,
+  StopContainerRequest,
+  UpdateContainerResourcesRequest,
+  WireContainer,
+  WireContainerNamespaceOption,
+  WireContainerStats,
+  WireContainerStatus,
+  WireDevice,
+  WireKeyValue,
+  WireLinuxContainerResources,
+  WireLinuxContainerSecurityContext,
+  WireMount,
+  WireSecurityProfile,
+} from './wire-container.js';
+
+export function containerHandlers(containers: ContainerService): UnaryTable {
+  return {
+    CreateContainer: async (req: CreateContainerRequest) => {
+      const spec = toContainerSpec(req);
+      return { container_id: await containers.create(req.pod_sandbox_id, spec) };
+    },
+    StartContainer: async (req: ContainerIdRequest) => {
+      await containers.start(requireString('container_id', req.container_id));
+      return {};
+    },
+    StopContainer: async (req: StopContainerRequest) => {
+      const id = requireString('container_id', req.container_id);
+      await containers.stop(id, seconds('timeout', req.timeout));
+      return {};
+    },
+    RemoveContainer: async (req: ContainerIdRequest) => {
+      await containers.remove(requireString('container_id', req.container_id));
+      return {};
+    },
+    ListContainers: async (req: ListContainersRequest) => ({
+      containers: containers.list(toListFilter(req)).map(toWireContainer),
+    }),
+    ContainerStatus: async (req: ContainerStatusRequest): Promise<ContainerStatusResponse> => {
+      const { view, info } = await containers.status(
+        requireString('container_id', req.container_id),
+        req.verbose,
+      );
+      return {
+        status: toWireContainerStatus(view),
+        info: req.verbose && info ? { info: JSON.stringify(info) } : {},
+      };
+    },
+    UpdateContainerResources: async (req: UpdateContainerResourcesRequest) => {
+      const id = requireString('container_id', req.container_id);
+      // Windows resources are ignored; without Linux ones there is nothing berth could apply.
+      if (!req.linux) throw new InvalidArgumentError('linux', 'is required');
+      await containers.updateResources(id, toResources('linux', req.linux));
+      return {};
+    },
+    ReopenContainerLog: async (req: ContainerIdRequest) => {
+      await containers.reopenLog(requireString('container_id', req.container_id));
+      return {};
+    },
+    ExecSync: async (req: ExecSyncRequest): Promise<ExecSyncResponse> => {
+      const id = requireString('container_id', req.container_id);
+      const cmd = toCmd(req.cmd);
+      const timeout = seconds('timeout', req.timeout);
+      const result = await containers.execSync(id, cmd, timeout);
+      // kubelet turns DEADLINE_EXCEEDED, and only that code, into a probe TimeoutError, which the
+      // prober counts as a failed probe. An exit code (e.g. 124) would pass for the command's own
+      // failure, and any other error code makes the prober discard the result altogether. containerd
+      // answers a timed-out ExecSync the same way ("timeout Ns exceeded: context deadline exceeded").
+      if (result.timedOut) {
+        throw new DeadlineExceededError(
+          `timeout ${timeout}s exceeded: command ${JSON.stringify(cmd)} was killed`,
+        );
+      }
+      return { stdout: result.stdout, stderr: result.stderr, exit_code: result.exitCode };
+    },
+    ContainerStats: async (req: ContainerIdRequest) => ({
+      stats: toWireStats(await containers.stats(requireString('container_id', req.container_id))),
+    }),
+    ListContainerStats: async (req: ListContainerStatsRequest) => ({
+      stats: (await containers.listStats(toStatsFilter(req))).map(toWireStats),
+    }),
+  };
+}
+
+// --- CreateContainer ------------------------------------------------------------------------------
+
+export function toContainerSpec(req: CreateContainerRequest): ContainerSpec {
+  requireString('pod_sandbox_id', req.pod_sandbox_id);
+  const config = req.config;
+  if (!config) throw new InvalidArgumentError('config', 'is required');
+  const md = config.metadata;
+  if (!md) throw new InvalidArgumentError('config.metadata', 'is required');
+  const name = requireSafeName('config.metadata.name', md.name);
+  const image = requireString('config.image.image', config.image?.image);
+  // Unsupported features are refused rather than dropped: a pod that asked for them would
+  // otherwise run without an isolation or a device it relies on.
+  if (config.CDI_devices.length > 0) {
+    throw new InvalidArgumentError('config.CDI_devices', 'CDI devices are not supported by berth');
+  }
+  return {
+    metadata: { name, attempt: md.attempt },
+    image,
+    userSpecifiedImage: config.image?.user_specified_image ?? '',
+    command: config.command.map((s, i) => noNul(`config.command[${i}]`, s)),
+    args: config.args.map((s, i) => noNul(`config.args[${i}]`, s)),
+    workingDir: config.working_dir ? absolutePath('config.working_dir', config.working_dir, true) : '',
+    envs: config.envs.map((kv, i) => toEnv(`config.envs[${i}]`, kv)),
+    mounts: config.mounts.map((m, i) => toMount(`config.mounts[${i}]`, m)),
+    devices: config.devices.map((d, i) => toDevice(`config.devices[${i}]`, d)),
+    labels: config.labels,
+    annotations: config.annotations,
+    logPath: relativeLogPath('config.log_path', config.log_path),
+    stdin: config.stdin,
+    stdinOnce: config.stdin_once,
+    tty: config.tty,
+    resources: toResources('config.linux.resources', config.linux?.resources ?? null),
+    security: toSecurity(config.linux?.security_context ?? null),
+  };
+}
+
+function toEnv(field: string, kv: WireKeyValue): KeyValue {
+  const key = requireString(`${field}.key`, kv.key);
+  if (key.includes('=')) throw new InvalidArgumentError(`${field}.key`, `"${key}" must not contain "="`);
+  noNul(`${field}.key`, key);
+  return { key, value: noNul(`${field}.value`, Buffer.from(kv.value).toString('utf8')) };
+}
+
+const PROPAGATIONS: Record<string, MountPropagation> = {
+  PROPAGATION_PRIVATE: 'PRIVATE',
+  PROPAGATION_HOST_TO_CONTAINER: 'HOST_TO_CONTAINER',
+  PROPAGATION_BIDIRECTIONAL: 'BIDIRECTIONAL',
+};
+
+function toMount(field: string, m: WireMount): ContainerMount {
+  if (m.image?.image) {
+    throw new InvalidArgumentError(`${field}.image`, 'image volumes are not supported by berth');
+  }
+  if (m.uidMappings.length > 0 || m.gidMappings.length > 0) {
+    throw new InvalidArgumentError(`${field}.uidMappings`, 'id-mapped mounts are not supported by berth');
+  }
+  const propagation = PROPAGATIONS[m.propagation || 'PROPAGATION_PRIVATE'];
+  if (!propagation) {
+    throw new InvalidArgumentError(`${field}.propagation`, `unknown mount propagation "${m.propagation}"`);
+  }
+  // The CRI's rule for recursive_read_only: it needs readonly set too, and private propagation
+  // (a submount propagated in later could not be made read-only).
+  if (m.recursive_read_only && !m.readonly) {
+    throw new InvalidArgumentError(`${field}.recursive_read_only`, 'requires readonly to be set');
+  }
+  if (m.recursive_read_only && propagation !== 'PRIVATE') {
+    throw new InvalidArgumentError(`${field}.recursive_read_only`, 'requires PROPAGATION_PRIVATE');
+  }
+  return {
+    containerPath: absolutePath(`${field}.container_path`, m.container_path, true),
+    hostPath: absolutePath(`${field}.host_path`, m.host_path, false),
+    readonly: m.readonly,
+    recursiveReadOnly: m.recursive_read_only,
+    selinuxRelabel: m.selinux_relabel,
+    propagation,
+  };
+}
+
+function toDevice(field: string, d: WireDevice): DeviceMapping {
+  return {
+    containerPath: absolutePath(`${field}.container_path`, d.container_path, false),
+    hostPath: absolutePath(`${field}.host_path`, d.host_path, false),
+    permissions: devicePermissions(`${field}.permissions`, d.permissions),
+  };
+}
+
+// --- Resources ------------------------------------------------------------------------------------
+
+const MAX = Number.MAX_SAFE_INTEGER;
+
+export function emptyResources(): ContainerResources {
+  return {
+    cpuPeriod: 0,
+    cpuQuota: 0,
+    cpuShares: 0,
+    memoryLimitBytes: 0,
+    oomScoreAdj: 0,
+    cpusetCpus: '',
+    cpusetMems: '',
+    hugepageLimits: [],
+    unified: {},
+    memorySwapLimitBytes: 0,
+  };
+}
+
+/** Ranges are the kernel's (CFS period 1ms..1s, quota at least 1ms, shares up to 262144). */
+export function toResources(field: string, r: WireLinuxContainerResources | null): ContainerResources {
+  if (!r) return emptyResources();
+  const cpuPeriod = int64InRange(`${field}.cpu_period`, r.cpu_period, 0, 1_000_000);
+  if (cpuPeriod > 0 && cpuPeriod < 1000) {
+    throw new InvalidArgumentError(`${field}.cpu_period`, `${cpuPeriod} is below the minimum of 1000`);
+  }
+  // -1 is "no limit", which kubelet sends when a resize removes a limit.
+  const cpuQuota = int64InRange(`${field}.cpu_quota`, r.cpu_quota, -1, MAX);
+  if (cpuQuota > 0 && cpuQuota < 1000) {
+    throw new InvalidArgumentError(`${field}.cpu_quota`, `${cpuQuota} is below the minimum of 1000`);
+  }
+  return {
+    cpuPeriod,
+    cpuQuota,
+    cpuShares: int64InRange(`${field}.cpu_shares`, r.cpu_shares, 0, 262_144),
+    memoryLimitBytes: int64InRange(`${field}.memory_limit_in_bytes`, r.memory_limit_in_bytes, 0, MAX),
+    oomScoreAdj: int64InRange(`${field}.oom_score_adj`, r.oom_score_adj, -1000, 1000),
+    cpusetCpus: cpuset(`${field}.cpuset_cpus`, r.cpuset_cpus),
+    cpusetMems: cpuset(`${field}.cpuset_mems`, r.cpuset_mems),
+    hugepageLimits: r.hugepage_limits.map((h, i) => ({
+      pageSize: hugepageSize(`${field}.hugepage_limits[${i}].page_size`, h.page_size),
+      limit: int64InRange(`${field}.hugepage_limits[${i}].limit`, h.limit, 0, MAX),
+    })),
+    unified: toUnified(`${field}.unified`, r.unified),
+    // -1 is unlimited swap, as kubelet sends it for UnlimitedSwap on cgroup v1.
+    memorySwapLimitBytes: int64InRange(
+      `${field}.memory_swap_limit_in_bytes`,
+      r.memory_swap_limit_in_bytes,
+      -1,
+      MAX,
+    ),
+  };
+}
+
+function toUnified(field: string, unified: Record<string, string>): Record<string, string> {
+  for (const [key, value] of Object.entries(unified)) {
+    unifiedKey(`${field}["${key}"]`, key);
+    noNul(`${field}["${key}"]`, value);
+  }
+  return unified;
+}
+
+// --- Security context -----------------------------------------------------------------------------
+
+const SECURITY = 'config.linux.security_context';
+
+function toSecurity(sc: WireLinuxContainerSecurityContext | null): ContainerSecurity {
+  const caps = sc?.capabilities ?? null;
+  const capList = (name: string, list: string[] | undefined): string[] =>
+    (list ?? []).map((c, i) => capabilityName(`${SECURITY}.capabilities.${name}[${i}]`, c));
+
+  const runAsUser = sc?.run_as_user ? int64Id(`${SECURITY}.run_as_user.value`, sc.run_as_user.value) : null;
+  const runAsUsername = userName(`${SECURITY}.run_as_username`, sc?.run_as_username ?? '');
+  if (runAsUser !== null && runAsUsername) {
+    throw new InvalidArgumentError(
+      `${SECURITY}.run_as_username`,
+      'must not be set together with run_as_user',
+    );
+  }
+  // The CRI: "run_as_group should only be specified when run_as_user or run_as_username is
+  // specified; otherwise, the runtime MUST error."
+  if (sc?.run_as_group && runAsUser === null && !runAsUsername) {
+    throw new InvalidArgumentError(`${SECURITY}.run_as_group`, 'requires run_as_user or run_as_username');
+  }
+  const runAsGroup = sc?.run_as_group
+    ? int64Id(`${SECURITY}.run_as_group.value`, sc.run_as_group.value)
+    : null;
+  // Strict would drop the image's groups; applying Merge instead would grant groups the pod refused.
+  if (sc?.supplemental_groups_policy === 'Strict') {
+    throw new InvalidArgumentError(
+      `${SECURITY}.supplemental_groups_policy`,
+      'Strict is not supported by berth (RuntimeFeatures.supplemental_groups_policy is false)',
+    );
+  }
+
+  return {
+    addCapabilities: capList('add_capabilities', caps?.add_capabilities),
+    dropCapabilities: capList('drop_capabilities', caps?.drop_capabilities),
+    addAmbientCapabilities: capList('add_ambient_capabilities', caps?.add_ambient_capabilities),
+    privileged: sc?.privileged ?? false,
+    namespaces: toNamespaces(sc?.namespace_options ?? null),
+    runAsUser,
+    runAsUsername,
+    runAsGroup,
+    readonlyRootfs: sc?.readonly_rootfs ?? false,
+    supplementalGroups: (sc?.supplemental_groups ?? []).map((g, i) =>
+      int64Id(`${SECURITY}.supplemental_groups[${i}]`, g),
+    ),
+    noNewPrivs: sc?.no_new_privs ?? false,
+    maskedPaths: pathList(`${SECURITY}.masked_paths`, sc?.masked_paths ?? []),
+    readonlyPaths: pathList(`${SECURITY}.readonly_paths`, sc?.readonly_paths ?? []),
+    seccomp: toProfile('seccomp', sc?.seccomp ?? null, sc?.seccomp_profile_path ?? ''),
+    apparmor: toProfile('apparmor', sc?.apparmor ?? null, sc?.apparmor_profile ?? ''),
+  };
+}
+
+/**
+ * proto3 cannot tell an empty repeated field from an absent one, so [] means "the runtime's
+ * defaults" (null), as in containerd; the domain clears them for privileged containers.
+ */
+function pathList(field: string, paths: string[]): string[] | null {
+  if (paths.length === 0) return null;
+  return paths.map((p, i) => absolutePath(`${field}[${i}]`, p, true));
+}
+
+const NAMESPACE_MODES: readonly NamespaceMode[] = ['POD', 'CONTAINER', 'NODE', 'TARGET'];
+
+function toNamespaces(options: WireContainerNamespaceOption | null): ContainerNamespaces {
+  const base = `${SECURITY}.namespace_options`;
+  const mode = (name: 'network' | 'pid' | 'ipc'): NamespaceMode => {
+    const value = options?.[name] || 'POD';
+    const m = value as NamespaceMode;
+    if (!NAMESPACE_MODES.includes(m)) {
+      throw new InvalidArgumentError(`${base}.${name}`, `unknown namespace mode "${value}"`);
+    }
+    // kubelet only targets another container's pid namespace (ephemeral debug containers).
+    if (m === 'TARGET' && name !== 'pid') {
+      throw new InvalidArgumentError(`${base}.${name}`, 'TARGET is only valid for the pid namespace');
+    }
+    return m;
+  };
+  const pid = mode('pid');
+  const userns = options?.userns_options ?? null;
+  // NODE is the host's user namespace; anything else asks for a user namespace berth cannot make.
+  if (userns && userns.mode !== 'NODE') {
+    throw new InvalidArgumentError(
+      `${base}.userns_options.mode`,
+      'user namespaces are not supported by berth',
+    );
+  }
+  return {
+    network: mode('network'),
+    pid,
+    ipc: mode('ipc'),
+    targetId: pid === 'TARGET' ? requireSafeName(`${base}.target_id`, options?.target_id) : '',
+  };
+}
+
+type ProfileKind = 'seccomp' | 'apparmor';
+
+const LOCALHOST_PREFIX = 'localhost/';
+
+/**
+ * The SecurityProfile message wins over the deprecated string when both are sent. With neither:
+ * seccomp is Unconfined (the CRI: "Default: '', which is identical with unconfined"; containerd
+ * applies no filter; kubelet always sends one, RuntimeDefault when SeccompDefault is on) and
+ * AppArmor is RuntimeDefault (the CRI: runtime/default is "equivalent to not specifying a profile";
+ * containerd applies its default profile when the host has AppArmor).
+ */
+function toProfile(kind: ProfileKind, profile: WireSecurityProfile | null, legacy: string): SecurityProfile {
+  if (profile) return fromSecurityProfile(kind, `${SECURITY}.${kind}`, profile);
+  const legacyField = kind === 'seccomp' ? 'seccomp_profile_path' : 'apparmor_profile';
+  const fromLegacy = fromLegacyProfile(kind, `${SECURITY}.${legacyField}`, legacy);
+  if (fromLegacy) return fromLegacy;
+  return kind === 'seccomp' ? { kind: 'Unconfined' } : { kind: 'RuntimeDefault' };
+}
+
+function fromSecurityProfile(
+  kind: ProfileKind,
+  field: string,
+  profile: WireSecurityProfile,
+): SecurityProfile {
+  const type = profile.profile_type || 'RuntimeDefault';
+  switch (type) {
+    case 'RuntimeDefault':
+    case 'Unconfined':
+      if (profile.localhost_ref) {
+        throw new InvalidArgumentError(
+          `${field}.localhost_ref`,
+          'must only be set with profile_type Localhost',
+        );
+      }
+      return { kind: type };
+    case 'Localhost':
+      return { kind: 'Localhost', path: localhostRef(kind, `${field}.localhost_ref`, profile.localhost_ref) };
+    default:
+      throw new InvalidArgumentError(`${field}.profile_type`, `unknown profile type "${type}"`);
+  }
+}
+
+/** The deprecated strings: "", "unconfined", "runtime/default", "docker/default", "localhost/<ref>". */
+function fromLegacyProfile(kind: ProfileKind, field: string, value: string): SecurityProfile | null {
+  if (!value) return null;
+  if (value === 'unconfined') return { kind: 'Unconfined' };
+  if (value === 'runtime/default' || value === 'docker/default') return { kind: 'RuntimeDefault' };
+  if (value.startsWith(LOCALHOST_PREFIX))
+    return { kind: 'Localhost', path: localhostRef(kind, field, value) };
+  throw new InvalidArgumentError(
+    field,
+    `unknown profile "${value}" (expected runtime/default, unconfined or localhost/<profile>)`,
+  );
+}
+
+/**
+ * Seccomp: an absolute path to a JSON profile on the host (kubelet resolves it under its seccomp
+ * root). AppArmor: the name of a loaded profile. Either may still carry the old "localhost/" prefix.
+ */
+function localhostRef(kind: ProfileKind, field: string, ref: string): string {
+  const value = ref.startsWith(LOCALHOST_PREFIX) ? ref.slice(LOCALHOST_PREFIX.length) : ref;
+  return kind === 'seccomp' ? absolutePath(field, value, false) : profileName(field, value);
+}
+
+// --- Exec -----------------------------------------------------------------------------------------
+
+function toCmd(cmd: string[]): string[] {
+  if (cmd.length === 0) throw new InvalidArgumentError('cmd', 'is required');
+  requireString('cmd[0]', cmd[0]);
+  return cmd.map((arg, i) => noNul(`cmd[${i}]`, arg));
+}
+
+// --- Filters --------------------------------------------------------------------------------------
+
+const CONTAINER_STATES: readonly ContainerStateName[] = [
+  'CONTAINER_CREATED',
+  'CONTAINER_RUNNING',
+  'CONTAINER_EXITED',
+  'CONTAINER_UNKNOWN',
+];
+
+export function toListFilter(req: ListContainersRequest): ContainerFilter {
+  const f = req.filter;
+  if (!f) return {};
+  let state: ContainerStateName | undefined;
+  if (f.state) {
+    state = f.state.state as ContainerStateName;
+    if (!CONTAINER_STATES.includes(state)) {
+      throw new InvalidArgumentError('filter.state.state', `unknown container state "${f.state.state}"`);
+    }
+  }
+  return {
+    ...commonFilter(f.id, f.pod_sandbox_id, f.label_selector),
+    ...(state ? { state } : {}),
+  };
+}
+
+export function toStatsFilter(req: ListContainerStatsRequest): ContainerFilter {
+  const f = req.filter;
+  return f ? commonFilter(f.id, f.pod_sandbox_id, f.label_selector) : {};
+}
+
+function commonFilter(
+  id: string,
+  podSandboxId: string,
+  labelSelector: Record<string, string>,
+): ContainerFilter {
+  return {
+    ...(id ? { id } : {}),
+    ...(podSandboxId ? { podSandboxId } : {}),
+    ...(Object.keys(labelSelector).length > 0 ? { labelSelector } : {}),
+  };
+}
+
+// --- Views to the wire ----------------------------------------------------------------------------
+
+export function toWireContainer(view: ContainerView): WireContainer {
+  return {
+    id: view.id,
+    pod_sandbox_id: view.podSandboxId,
+    metadata: { name: view.metadata.name, attempt: view.metadata.attempt },
+    image: { image: view.image, user_specified_image: view.userSpecifiedImage },
+    image_ref: view.imageRef,
+    state: view.state,
+    created_at: view.createdAt,
+    labels: view.labels,
+    annotations: view.annotations,
+    image_id: view.imageId,
+  };
+}
+
+export function toWireContainerStatus(view: ContainerView): WireContainerStatus {
+  return {
+    id: view.id,
+    metadata: { name: view.metadata.name, attempt: view.metadata.attempt },
+    state: view.state,
+    created_at: view.createdAt,
+    started_at: view.startedAt,
+    finished_at: view.finishedAt,
+    exit_code: view.exitCode,
+    image: { image: view.image, user_specified_image: view.userSpecifiedImage },
+    image_ref: view.imageRef,
+    reason: view.reason,
+    message: view.message,
+    labels: view.labels,
+    annotations: view.annotations,
+    mounts: view.mounts.map((m) => ({
+      container_path: m.containerPath,
+      host_path: m.hostPath,
+      readonly: m.readonly,
+      selinux_relabel: m.selinuxRelabel,
+      propagation: `PROPAGATION_${m.propagation}`,
+      recursive_read_only: m.recursiveReadOnly,
+    })),
+    log_path: view.logPath,
+    resources: { linux: toWireResources(view.resources) },
+    image_id: view.imageId,
+    user: {
+      linux: {
+        uid: String(view.user.uid),
+        gid: String(view.user.gid),
+        supplemental_groups: view.user.supplementalGroups.map(String),
+      },
+    },
+  };
+}
+
+export function toWireResources(r: ContainerResources): WireLinuxContainerResources {
+  return {
+    cpu_period: String(r.cpuPeriod),
+    cpu_quota: String(r.cpuQuota),
+    cpu_shares: String(r.cpuShares),
+    memory_limit_in_bytes: String(r.memoryLimitBytes),
+    oom_score_adj: String(r.oomScoreAdj),
+    cpuset_cpus: r.cpusetCpus,
+    cpuset_mems: r.cpusetMems,
+    hugepage_limits: r.hugepageLimits.map((h) => ({ page_size: h.pageSize, limit: String(h.limit) })),
+    unified: r.unified,
+    memory_swap_limit_in_bytes: String(r.memorySwapLimitBytes),
+  };
+}
+
+export function toWireStats(s: ContainerStatsView): WireContainerStats {
+  return {
+    attributes: {
+      id: s.id,
+      metadata: { name: s.metadata.name, attempt: s.metadata.attempt },
+      labels: s.labels,
+      annotations: s.annotations,
+    },
+    cpu: s.cpu
+      ? { timestamp: s.cpu.timestamp, usage_core_nano_seconds: { value: s.cpu.usageCoreNanoSeconds } }
+      : null,
+    memory: s.memory
+      ? {
+          timestamp: s.memory.timestamp,
+          working_set_bytes: { value: s.memory.workingSetBytes },
+          usage_bytes: { value: s.memory.usageBytes },
+          rss_bytes: { value: s.memory.rssBytes },
+          page_faults: { value: s.memory.pageFaults },
+          major_page_faults: { value: s.memory.majorPageFaults },
+        }
+      : null,
+    writable_layer: s.writableLayer
+      ? {
+          timestamp: s.writableLayer.timestamp,
+          fs_id: { mountpoint: s.writableLayer.mountpoint },
+          used_bytes: { value: s.writableLayer.usedBytes },
+          inodes_used: { value: s.writableLayer.inodesUsed },
+        }
+      : null,
+  };
+}

@@ -1,0 +1,126 @@
+/**
+ * Field validators for container requests. Each names the request field it rejects, so a kubelet
+ * log line points at the exact part of the pod spec that is wrong.
+ */
+import { InvalidArgumentError } from '../errors.js';
+
+function hasControlChar(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (code < 0x20 || code === 0x7f) return true;
+  }
+  return false;
+}
+
+/** execve and the OCI spec cannot carry a NUL: reject it here rather than as an obscure runc error. */
+export function noNul(field: string, value: string): string {
+  if (value.includes('\0')) throw new InvalidArgumentError(field, 'must not contain a NUL character');
+  return value;
+}
+
+/**
+ * An int64 from the wire (a decimal string) as a JS number, within [min, max]. Compared as BigInt so
+ * that a value beyond 2^53 is rejected instead of silently rounded.
+ */
+export function int64InRange(field: string, value: string, min: number, max: number): number {
+  if (!/^-?\d+$/.test(value)) throw new InvalidArgumentError(field, `"${value}" is not an integer`);
+  const n = BigInt(value);
+  if (n < BigInt(min) || n > BigInt(max)) {
+    throw new InvalidArgumentError(field, `${value} is out of range (${min} to ${max})`);
+  }
+  return Number(n);
+}
+
+/**
+ * A duration in int64 seconds. Negative values are clamped to 0 rather than rejected: a stop or an
+ * exec must not fail on a sign, and containerd reads them the same way (stop: kill now; exec: no
+ * timeout).
+ */
+export function seconds(field: string, value: string): number {
+  if (!/^-?\d+$/.test(value)) throw new InvalidArgumentError(field, `"${value}" is not an integer`);
+  const n = BigInt(value);
+  if (n < 0n) return 0;
+  return n > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(n);
+}
+
+/**
+ * An absolute path. Host paths (`allowDotDot` false) must also be clean of "..", as the Kubernetes
+ * API requires of hostPath volumes; paths inside the container may keep it, since runc resolves them
+ * within the rootfs.
+ */
+export function absolutePath(field: string, value: string, allowDotDot: boolean): string {
+  if (!value) throw new InvalidArgumentError(field, 'is required');
+  noNul(field, value);
+  if (!value.startsWith('/')) throw new InvalidArgumentError(field, `"${value}" must be an absolute path`);
+  if (!allowDotDot && value.split('/').includes('..')) {
+    throw new InvalidArgumentError(field, `"${value}" must not contain ".."`);
+  }
+  return value;
+}
+
+/** A log path is joined to the sandbox's log directory, so it must not leave it. */
+export function relativeLogPath(field: string, value: string): string {
+  if (!value) return '';
+  if (value.startsWith('/') || value.split('/').includes('..') || hasControlChar(value)) {
+    throw new InvalidArgumentError(
+      field,
+      `"${value}" must be relative to the pod's log directory, without ".." or control characters`,
+    );
+  }
+  return value;
+}
+
+/** cpuset list syntax as the kernel reads it: "0-3,8,10-11". */
+export function cpuset(field: string, value: string): string {
+  if (value && !/^\d+(-\d+)?(,\d+(-\d+)?)*$/.test(value)) {
+    throw new InvalidArgumentError(field, `"${value}" is not a cpuset list (e.g. "0-3,8")`);
+  }
+  return value;
+}
+
+/** Becomes part of a cgroup file name (hugetlb.<size>.limit_in_bytes), so only "<n><unit>B". */
+export function hugepageSize(field: string, value: string): string {
+  if (!/^[1-9]\d*[KMGTP]B$/.test(value)) {
+    throw new InvalidArgumentError(field, `"${value}" is not a huge page size (e.g. "2MB", "1GB")`);
+  }
+  return value;
+}
+
+/** A cgroup v2 interface file name ("memory.max", "hugetlb.2MB.max"): nothing that walks a path. */
+export function unifiedKey(field: string, value: string): string {
+  if (!/^[a-z][a-z0-9_]*(\.[A-Za-z0-9_]+)+$/.test(value)) {
+    throw new InvalidArgumentError(field, `"${value}" is not a cgroup v2 file name`);
+  }
+  return value;
+}
+
+/** Upper case without the CAP_ prefix, as kubelet usually sends them; "ALL" stays "ALL". */
+export function capabilityName(field: string, value: string): string {
+  const name = value.toUpperCase().replace(/^CAP_/, '');
+  if (!/^[A-Z][A-Z0-9_]*$/.test(name)) {
+    throw new InvalidArgumentError(field, `"${value}" is not a capability name`);
+  }
+  return name;
+}
+
+export function devicePermissions(field: string, value: string): string {
+  if (!/^[rwm]*$/.test(value)) {
+    throw new InvalidArgumentError(field, `"${value}" must be made of "r", "w" and "m"`);
+  }
+  return value;
+}
+
+/** Looked up in the image's /etc/passwd; a ":" would be read as user:group. */
+export function userName(field: string, value: string): string {
+  if (value && (value.includes(':') || value.includes('/') || hasControlChar(value))) {
+    throw new InvalidArgumentError(field, `"${value}" is not a user name`);
+  }
+  return value;
+}
+
+/** Names something the host already has (an AppArmor profile): any text, but no control characters. */
+export function profileName(field: string, value: string): string {
+  if (!value) throw new InvalidArgumentError(field, 'is required');
+  if (hasControlChar(value)) throw new InvalidArgumentError(field, 'must not contain control characters');
+  return value;
+}

@@ -1,0 +1,553 @@
+/**
+ * Containers in pods, end to end: a real berthd spoken to over its gRPC socket only, images pulled
+ * from a real docker-registry on 127.0.0.1, pods on a real CNI bridge, containers run by runc under
+ * conmon. Needs root. Traffic goes to loopback and to the test pods' own addresses only.
+ */
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { mkdir, readdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { status, type ServiceError } from '@grpc/grpc-js';
+import { run } from '../../src/exec.js';
+import { podConfig, TestDaemon, waitFor } from '../harness/daemon.js';
+import {
+  buildLayer,
+  busyboxEntries,
+  pushImage,
+  type LayerEntry,
+  type PushedImage,
+} from '../harness/images.js';
+import { startRegistry, type TestRegistry } from '../harness/registry.js';
+
+const skip =
+  process.getuid?.() !== 0
+    ? 'needs root'
+    : !existsSync('/usr/bin/docker-registry')
+      ? 'no docker-registry'
+      : false;
+const SUITE_TIMEOUT_MS = 600_000;
+
+/** Applets beyond the harness's base image that these tests need. */
+const EXTRA_APPLETS = ['tail', 'tr', 'dd', 'seq', 'umount', 'sed', 'cut', 'yes', 'du'];
+
+interface WireContainerStatus {
+  id: string;
+  metadata: { name: string; attempt: number };
+  state: string;
+  created_at: string;
+  started_at: string;
+  finished_at: string;
+  exit_code: number;
+  reason: string;
+  message: string;
+  image: { image: string } | null;
+  image_ref: string;
+  log_path: string;
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+  mounts: { container_path: string; host_path: string; readonly: boolean; propagation: string }[];
+}
+
+interface WireContainer {
+  id: string;
+  pod_sandbox_id: string;
+  state: string;
+  metadata: { name: string; attempt: number };
+  labels: Record<string, string>;
+}
+
+interface ExecResponse {
+  stdout: Buffer;
+  stderr: Buffer;
+  exit_code: number;
+}
+
+function grpcCode(err: unknown): number | undefined {
+  return (err as ServiceError).code;
+}
+
+async function rejectsWith(p: Promise<unknown>, code: status, pattern?: RegExp): Promise<ServiceError> {
+  try {
+    await p;
+  } catch (err) {
+    assert.equal(grpcCode(err), code, `expected code ${code}, got ${String(err)}`);
+    if (pattern) assert.match((err as ServiceError).details, pattern);
+    return err as ServiceError;
+  }
+  assert.fail(`expected gRPC code ${code}, but the call succeeded`);
+}
+
+describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  let registry: TestRegistry;
+  let daemon: TestDaemon;
+  let image: PushedImage;
+  let stopSignalImage: PushedImage;
+  /** No Entrypoint, no Cmd. */
+  let bare: PushedImage;
+  let podId: string;
+  let podConfigUsed: Record<string, unknown>;
+
+  before(async () => {
+    registry = await startRegistry();
+    const entries: LayerEntry[] = [
+      ...busyboxEntries(),
+      ...EXTRA_APPLETS.map((a): LayerEntry => ({ type: 'symlink', path: `bin/${a}`, target: 'busybox' })),
+      { type: 'dir', path: 'data' },
+    ];
+    const layer = await buildLayer(entries, 'gzip');
+    image = await pushImage(registry, 'berth/ctr', '1', {
+      layers: [layer],
+      config: { Cmd: ['/bin/sleep', '1000'], WorkingDir: '/' },
+    });
+    stopSignalImage = await pushImage(registry, 'berth/ctr-usr1', '1', {
+      layers: [layer],
+      config: { Entrypoint: ['/bin/sh', '-c'], Cmd: ['sleep 1000'], StopSignal: 'SIGUSR1' },
+    });
+    bare = await pushImage(registry, 'berth/bare', '1', { layers: [layer] });
+    daemon = await TestDaemon.create({ cni: 'bridge' });
+    await daemon.cri.callImage('PullImage', { image: { image: bare.reference } });
+    await daemon.cri.callImage('PullImage', { image: { image: image.reference } });
+    await daemon.cri.callImage('PullImage', { image: { image: stopSignalImage.reference } });
+    podConfigUsed = pod('main');
+    podId = (await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config: podConfigUsed }))
+      .pod_sandbox_id;
+  });
+
+  after(async () => {
+    await daemon?.destroy();
+    await registry?.stop();
+  });
+
+  function pod(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+    return podConfig(name, { log_directory: join(daemon.base, 'logs', name), ...extra });
+  }
+
+  function containerConfig(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+    return {
+      metadata: { name, attempt: 0 },
+      image: { image: image.reference },
+      log_path: `${name}/0.log`,
+      labels: { name, suite: 'berth' },
+      annotations: { 'berth.test/container': name },
+      ...extra,
+    };
+  }
+
+  async function create(
+    name: string,
+    extra: Record<string, unknown> = {},
+    sandbox = podId,
+    sandboxConfig = podConfigUsed,
+  ): Promise<string> {
+    const res = await daemon.cri.call<{ container_id: string }>('CreateContainer', {
+      pod_sandbox_id: sandbox,
+      config: containerConfig(name, extra),
+      sandbox_config: sandboxConfig,
+    });
+    return res.container_id;
+  }
+
+  async function startNew(name: string, extra: Record<string, unknown> = {}): Promise<string> {
+    const id = await create(name, extra);
+    await daemon.cri.call('StartContainer', { container_id: id });
+    return id;
+  }
+
+  async function statusOf(id: string): Promise<WireContainerStatus> {
+    return (await daemon.cri.call<{ status: WireContainerStatus }>('ContainerStatus', { container_id: id }))
+      .status;
+  }
+
+  async function waitExited(id: string, timeoutMs = 20_000): Promise<WireContainerStatus> {
+    let last: WireContainerStatus | null = null;
+    await waitFor(async () => {
+      last = await statusOf(id);
+      return last.state === 'CONTAINER_EXITED';
+    }, timeoutMs);
+    return last as unknown as WireContainerStatus;
+  }
+
+  async function exec(id: string, cmd: string[], timeout = 10): Promise<ExecResponse> {
+    return daemon.cri.call<ExecResponse>('ExecSync', { container_id: id, cmd, timeout });
+  }
+
+  async function execText(id: string, cmd: string[]): Promise<string> {
+    const res = await exec(id, cmd);
+    assert.equal(res.exit_code, 0, `${cmd.join(' ')}: ${res.stderr.toString()}`);
+    return res.stdout.toString();
+  }
+
+  async function remove(id: string): Promise<void> {
+    await daemon.cri.call('RemoveContainer', { container_id: id });
+  }
+
+  it('runs a container in the pod netns: eth0 has the pod IP, same netns inode as the SandboxKey', async () => {
+    const id = await startNew('net');
+    const sandbox = await daemon.cri.call<{ status: { network: { ip: string } }; info: { info: string } }>(
+      'PodSandboxStatus',
+      { pod_sandbox_id: podId, verbose: true },
+    );
+    const info = JSON.parse(sandbox.info.info) as { sandboxKey: string };
+    const addr = await execText(id, ['ip', '-4', 'addr', 'show', 'eth0']);
+    assert.match(addr, new RegExp(`inet ${sandbox.status.network.ip.replace(/\./g, '\\.')}/24`));
+    const link = await execText(id, ['readlink', '/proc/self/ns/net']);
+    const inode = (await stat(info.sandboxKey)).ino;
+    assert.equal(link.trim(), `net:[${inode}]`);
+    const st = await statusOf(id);
+    assert.equal(st.state, 'CONTAINER_RUNNING');
+    assert.notEqual(st.started_at, '0');
+    assert.equal(st.image?.image, image.reference);
+    assert.equal(st.image_ref, `${registry.host}/berth/ctr@${image.manifestDigest}`);
+    assert.equal(st.labels.name, 'net');
+    await remove(id);
+  });
+
+  it('lets two containers of one pod talk over localhost and share ipc and uts', async () => {
+    const server = await startNew('server', {
+      command: ['/bin/sh', '-c', 'while true; do echo hello-from-server | nc -l -p 8080; done'],
+    });
+    const client = await startNew('client');
+    let reply = '';
+    await waitFor(async () => {
+      const res = await exec(client, ['nc', '127.0.0.1', '8080'], 5);
+      reply = res.stdout.toString();
+      return reply.includes('hello-from-server');
+    }, 10_000);
+    for (const ns of ['ipc', 'uts', 'net']) {
+      const a = await execText(server, ['readlink', `/proc/self/ns/${ns}`]);
+      const b = await execText(client, ['readlink', `/proc/self/ns/${ns}`]);
+      assert.equal(a, b, `${ns} namespace differs`);
+    }
+    assert.equal((await execText(client, ['hostname'])).trim(), 'main');
+    await remove(server);
+    await remove(client);
+  });
+
+  it('writes CRI logs with stdout and stderr, splitting long lines into P chunks and a final F', async () => {
+    const id = await startNew('logs', {
+      command: [
+        '/bin/sh',
+        '-c',
+        'echo out-line; echo err-line >&2; head -c 40000 /dev/zero | tr "\\0" x; echo; echo done',
+      ],
+    });
+    const st = await waitExited(id);
+    assert.equal(st.exit_code, 0);
+    assert.equal(st.reason, 'Completed');
+    const logPath = join(daemon.base, 'logs', 'main', 'logs', '0.log');
+    // Absolute: kubelet reads the file at this path for `kubectl logs`.
+    assert.equal(st.log_path, logPath);
+    const lines = (await readFile(logPath, 'utf8')).split('\n').filter(Boolean);
+    const parsed = lines.map((line) => {
+      const m = /^(\S+) (stdout|stderr) ([PF]) (.*)$/.exec(line);
+      assert.ok(m, `not a CRI log line: ${line.slice(0, 80)}`);
+      assert.ok(!Number.isNaN(Date.parse(m[1] ?? '')), `bad timestamp ${m[1]}`);
+      return { stream: m[2], tag: m[3], msg: m[4] ?? '' };
+    });
+    assert.deepEqual(parsed[0], { stream: 'stdout', tag: 'F', msg: 'out-line' });
+    assert.ok(parsed.some((p) => p.stream === 'stderr' && p.tag === 'F' && p.msg === 'err-line'));
+    const long = parsed.filter((p) => p.stream === 'stdout' && p.msg.startsWith('x'));
+    assert.ok(long.length >= 2, 'a 40000-byte line is split');
+    assert.ok(long.slice(0, -1).every((p) => p.tag === 'P'));
+    assert.equal(long.at(-1)?.tag, 'F');
+    assert.equal(long.map((p) => p.msg).join(''), 'x'.repeat(40000));
+    assert.deepEqual(parsed.at(-1), { stream: 'stdout', tag: 'F', msg: 'done' });
+    await remove(id);
+  });
+
+  it('reports exit code and reason, and OOMKilled for a container over its memory limit', async () => {
+    const failing = await startNew('exit3', { command: ['/bin/sh', '-c', 'exit 3'] });
+    const st = await waitExited(failing);
+    assert.equal(st.exit_code, 3);
+    assert.equal(st.reason, 'Error');
+    assert.ok(BigInt(st.finished_at) >= BigInt(st.started_at));
+
+    const hog = await startNew('oom', {
+      command: ['/bin/sh', '-c', 'tail /dev/zero'],
+      linux: { resources: { memory_limit_in_bytes: String(16 * 1024 * 1024) } },
+    });
+    const oom = await waitExited(hog, 30_000);
+    assert.equal(oom.reason, 'OOMKilled');
+    assert.equal(oom.exit_code, 137);
+    await remove(failing);
+    await remove(hog);
+  });
+
+  it('runs ExecSync with separate stdout/stderr and exit code, and times out with DEADLINE_EXCEEDED', async () => {
+    const id = await startNew('exec');
+    const res = await exec(id, ['/bin/sh', '-c', 'echo to-out; echo to-err >&2; exit 5']);
+    assert.equal(res.stdout.toString(), 'to-out\n');
+    assert.equal(res.stderr.toString(), 'to-err\n');
+    assert.equal(res.exit_code, 5);
+    const started = Date.now();
+    await rejectsWith(exec(id, ['sleep', '30'], 1), status.DEADLINE_EXCEEDED, /timed out/);
+    assert.ok(Date.now() - started < 10_000);
+    // The timed-out command is gone from the container.
+    await waitFor(async () => !(await execText(id, ['ps'])).includes('sleep 30'), 5_000);
+    await rejectsWith(exec(id, []), status.INVALID_ARGUMENT, /cmd/);
+    await remove(id);
+    await rejectsWith(exec(id, ['true']), status.NOT_FOUND);
+  });
+
+  it('stops with the image StopSignal, escalates to SIGKILL after the timeout, and is idempotent', async () => {
+    const stubborn = await startNew('stubborn', {
+      command: ['/bin/sh', '-c', 'trap "" TERM; while true; do sleep 1; done'],
+    });
+    const started = Date.now();
+    await daemon.cri.call('StopContainer', { container_id: stubborn, timeout: 2 });
+    const elapsed = Date.now() - started;
+    assert.ok(elapsed >= 1900, `stopped after ${elapsed} ms, before the timeout`);
+    const st = await statusOf(stubborn);
+    assert.equal(st.state, 'CONTAINER_EXITED');
+    assert.equal(st.exit_code, 137);
+    await daemon.cri.call('StopContainer', { container_id: stubborn, timeout: 2 });
+
+    // The image says SIGUSR1: sh -c dies of it (exit 128+10) well before the timeout.
+    const usr1 = await daemon.cri.call<{ container_id: string }>('CreateContainer', {
+      pod_sandbox_id: podId,
+      config: { ...containerConfig('usr1'), image: { image: stopSignalImage.reference } },
+      sandbox_config: podConfigUsed,
+    });
+    await daemon.cri.call('StartContainer', { container_id: usr1.container_id });
+    const t0 = Date.now();
+    await daemon.cri.call('StopContainer', { container_id: usr1.container_id, timeout: 30 });
+    assert.ok(Date.now() - t0 < 10_000);
+    assert.equal((await statusOf(usr1.container_id)).exit_code, 128 + 10);
+    await remove(stubborn);
+    await remove(usr1.container_id);
+    await remove(stubborn);
+  });
+
+  it('resolves users and groups against the image, and honours a read-only rootfs', async () => {
+    const named = await startNew('user', {
+      linux: { security_context: { run_as_username: 'app', supplemental_groups: ['3000'] } },
+    });
+    assert.equal((await execText(named, ['id', '-u'])).trim(), '1000');
+    assert.equal((await execText(named, ['id', '-g'])).trim(), '1000');
+    const groups = (await execText(named, ['id', '-G'])).trim().split(' ');
+    assert.deepEqual(new Set(groups), new Set(['1000', '2000', '3000']));
+
+    const numeric = await startNew('uid', {
+      linux: { security_context: { run_as_user: { value: '1234' }, run_as_group: { value: '4321' } } },
+    });
+    assert.equal((await execText(numeric, ['id', '-u'])).trim(), '1234');
+    assert.equal((await execText(numeric, ['id', '-g'])).trim(), '4321');
+
+    const ro = await startNew('ro', { linux: { security_context: { readonly_rootfs: true } } });
+    const touch = await exec(ro, ['touch', '/data/x']);
+    assert.notEqual(touch.exit_code, 0);
+    assert.match(touch.stderr.toString(), /Read-only file system/);
+    for (const id of [named, numeric, ro]) await remove(id);
+  });
+
+  it('bind-mounts a hostPath (symlink resolved) and propagates mounts both ways with BIDIRECTIONAL', async () => {
+    const hostBase = join(daemon.base, 'host-mounts');
+    await mkdir(hostBase, { recursive: true });
+    await run('mount', ['-t', 'tmpfs', 'tmpfs', hostBase], { timeoutMs: 10_000 });
+    await run('mount', ['--make-private', hostBase], { timeoutMs: 10_000 });
+    try {
+      const real = join(hostBase, 'real');
+      await mkdir(real);
+      await writeFile(join(real, 'from-host'), 'hi\n');
+      const { symlink } = await import('node:fs/promises');
+      await symlink(real, join(hostBase, 'link'));
+      const id = await startNew('mounts', {
+        mounts: [
+          {
+            container_path: '/shared',
+            host_path: join(hostBase, 'link'),
+            propagation: 'PROPAGATION_BIDIRECTIONAL',
+          },
+        ],
+        linux: { security_context: { privileged: true } },
+      });
+      assert.equal(await execText(id, ['cat', '/shared/from-host']), 'hi\n');
+      await execText(id, [
+        'sh',
+        '-c',
+        'mkdir -p /shared/sub && mount -t tmpfs none /shared/sub && echo inner > /shared/sub/f',
+      ]);
+      assert.equal(await readFile(join(real, 'sub', 'f'), 'utf8'), 'inner\n');
+      const st = await statusOf(id);
+      assert.equal(st.mounts[0]?.propagation, 'PROPAGATION_BIDIRECTIONAL');
+      await execText(id, ['umount', '/shared/sub']);
+      await remove(id);
+    } finally {
+      await run('umount', ['-R', '-l', hostBase], { timeoutMs: 10_000 }).catch(() => undefined);
+    }
+  });
+
+  it('reopens the log file after kubelet renames it', async () => {
+    const id = await startNew('rotate', {
+      command: ['/bin/sh', '-c', 'i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.1; done'],
+    });
+    const logPath = join(daemon.base, 'logs', 'main', 'rotate', '0.log');
+    await waitFor(async () => (await readFile(logPath, 'utf8').catch(() => '')).includes('line-2'), 10_000);
+    await rename(logPath, `${logPath}.1`);
+    await daemon.cri.call('ReopenContainerLog', { container_id: id });
+    await waitFor(
+      async () => (await readFile(logPath, 'utf8').catch(() => '')).includes('stdout F line-'),
+      10_000,
+    );
+    const rotated = await readFile(`${logPath}.1`, 'utf8');
+    assert.match(rotated, /stdout F line-0/);
+    await daemon.cri.call('StopContainer', { container_id: id, timeout: 0 });
+    await rejectsWith(
+      daemon.cri.call('ReopenContainerLog', { container_id: id }),
+      status.FAILED_PRECONDITION,
+    );
+    await remove(id);
+  });
+
+  it('lists containers by id prefix, state, sandbox and labels', async () => {
+    const a = await startNew('list-a', { labels: { group: 'one', name: 'list-a' } });
+    const b = await create('list-b', { labels: { group: 'one', name: 'list-b' } });
+    const list = async (filter: Record<string, unknown>): Promise<string[]> =>
+      (await daemon.cri.call<{ containers: WireContainer[] }>('ListContainers', { filter })).containers
+        .map((c) => c.id)
+        .sort();
+    assert.deepEqual(await list({ label_selector: { group: 'one' } }), [a, b].sort());
+    assert.deepEqual(await list({ id: a.slice(0, 12) }), [a]);
+    assert.deepEqual(
+      await list({ state: { state: 'CONTAINER_CREATED' }, label_selector: { group: 'one' } }),
+      [b],
+    );
+    assert.deepEqual(
+      await list({ state: { state: 'CONTAINER_RUNNING' }, label_selector: { group: 'one' } }),
+      [a],
+    );
+    assert.deepEqual(await list({ pod_sandbox_id: podId.slice(0, 10), label_selector: { name: 'list-b' } }), [
+      b,
+    ]);
+    assert.deepEqual(await list({ pod_sandbox_id: 'f'.repeat(64) }), []);
+    const stats = await daemon.cri.call<{
+      stats: { attributes: { id: string }; cpu: unknown; memory: unknown }[];
+    }>('ListContainerStats', { filter: { label_selector: { group: 'one' } } });
+    assert.deepEqual(stats.stats.map((s) => s.attributes.id).sort(), [a, b].sort());
+    await remove(a);
+    await remove(b);
+  });
+
+  it('reports stats from the container cgroup and its writable layer', async () => {
+    const id = await startNew('stats', {
+      command: [
+        '/bin/sh',
+        '-c',
+        'dd if=/dev/zero of=/data/blob bs=1024 count=512; while true; do sleep 1; done',
+      ],
+    });
+    await waitFor(async () => (await execText(id, ['ls', '/data'])).includes('blob'), 10_000);
+    const res = await daemon.cri.call<{
+      stats: {
+        cpu: { usage_core_nano_seconds: { value: string } };
+        memory: { working_set_bytes: { value: string } };
+        writable_layer: { used_bytes: { value: string }; inodes_used: { value: string } };
+      };
+    }>('ContainerStats', { container_id: id });
+    assert.ok(BigInt(res.stats.cpu.usage_core_nano_seconds.value) > 0n);
+    assert.ok(BigInt(res.stats.memory.working_set_bytes.value) > 0n);
+    assert.ok(BigInt(res.stats.writable_layer.used_bytes.value) >= 512n * 1024n);
+    assert.ok(BigInt(res.stats.writable_layer.inodes_used.value) >= 1n);
+    await remove(id);
+  });
+
+  it('updates resources of a running container', async () => {
+    const id = await startNew('update', {
+      linux: { resources: { memory_limit_in_bytes: String(64 * 1024 * 1024) } },
+    });
+    await daemon.cri.call('UpdateContainerResources', {
+      container_id: id,
+      linux: { memory_limit_in_bytes: String(96 * 1024 * 1024), cpu_shares: '512' },
+    });
+    const cgroup = join('/sys/fs/cgroup/memory/berth', id);
+    assert.equal(
+      (await readFile(join(cgroup, 'memory.limit_in_bytes'), 'utf8')).trim(),
+      String(96 * 1024 * 1024),
+    );
+    assert.equal((await readFile(join('/sys/fs/cgroup/cpu/berth', id, 'cpu.shares'), 'utf8')).trim(), '512');
+    await remove(id);
+  });
+
+  it('rejects bad configs with clear errors and leaves nothing behind', async () => {
+    const before = await hostState();
+    await rejectsWith(
+      create('noimage', { image: { image: `${registry.host}/berth/absent:1` } }),
+      status.NOT_FOUND,
+      /absent/,
+    );
+    await rejectsWith(create('nosandbox', {}, 'f'.repeat(64)), status.NOT_FOUND, /sandbox/);
+    await rejectsWith(
+      create('group', { linux: { security_context: { run_as_group: { value: '10' } } } }),
+      status.INVALID_ARGUMENT,
+      /run_as_group/,
+    );
+    await rejectsWith(
+      create('nouser', { linux: { security_context: { run_as_username: 'ghost' } } }),
+      status.INVALID_ARGUMENT,
+      /ghost/,
+    );
+    await rejectsWith(
+      create('nocmd', { image: { image: bare.reference } }),
+      status.INVALID_ARGUMENT,
+      /command/,
+    );
+    const dup = await create('dup');
+    await rejectsWith(create('dup'), status.ALREADY_EXISTS, /dup/);
+    await remove(dup);
+    await rejectsWith(daemon.cri.call('StartContainer', { container_id: 'f'.repeat(64) }), status.NOT_FOUND);
+    await daemon.cri.call('RemoveContainer', { container_id: 'f'.repeat(64) });
+    assert.deepEqual(await hostState(), before);
+  });
+
+  it('refuses to remove an image a container uses', async () => {
+    const id = await create('pin');
+    await rejectsWith(
+      daemon.cri.callImage('RemoveImage', { image: { image: image.reference } }),
+      status.FAILED_PRECONDITION,
+      /in use/,
+    );
+    await remove(id);
+  });
+
+  it('keeps running containers across a restart and learns exits that happened while it was down', async () => {
+    const keeps = await startNew('keeps');
+    const exits = await startNew('exits-later', { command: ['/bin/sh', '-c', 'sleep 2; exit 7'] });
+    await daemon.kill9();
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    await daemon.start();
+    const st = await statusOf(exits);
+    assert.equal(st.state, 'CONTAINER_EXITED');
+    assert.equal(st.exit_code, 7);
+    assert.equal((await statusOf(keeps)).state, 'CONTAINER_RUNNING');
+    assert.equal((await exec(keeps, ['true'])).exit_code, 0);
+    // The watcher works after the restart too.
+    await daemon.cri.call('StopContainer', { container_id: keeps, timeout: 0 });
+    assert.equal((await statusOf(keeps)).exit_code, 137);
+    await remove(keeps);
+    await remove(exits);
+  });
+
+  it('stops and removes the containers of a pod with StopPodSandbox and RemovePodSandbox', async () => {
+    const config = pod('second');
+    const second = (await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config }))
+      .pod_sandbox_id;
+    const id = await create('c', {}, second, config);
+    await daemon.cri.call('StartContainer', { container_id: id });
+    await daemon.cri.call('StopPodSandbox', { pod_sandbox_id: second });
+    assert.equal((await statusOf(id)).state, 'CONTAINER_EXITED');
+    await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: second });
+    await rejectsWith(statusOf(id), status.NOT_FOUND);
+    assert.ok(!(await daemon.runcContainers()).includes(id));
+    assert.ok(!(await readdir(join(daemon.rootDir, 'containers')).catch(() => [] as string[])).includes(id));
+  });
+
+  /** What a failed create must not leave: container dirs, runc containers, exit files. */
+  async function hostState(): Promise<{ dirs: string[]; runc: string[]; exits: string[] }> {
+    return {
+      dirs: (await readdir(join(daemon.rootDir, 'containers')).catch(() => [] as string[])).sort(),
+      runc: (await daemon.runcContainers()).sort(),
+      exits: (await readdir(join(daemon.stateDir, 'exits')).catch(() => [] as string[])).sort(),
+    };
+  }
+});
