@@ -24,7 +24,7 @@ import { SandboxService } from './sandbox/service.js';
 import { Store } from './store/index.js';
 
 export interface DaemonOptions {
-  /** Test-only hook, see SandboxServiceDeps.pauseBeforeStep. */
+  /** Test-only hook, see SandboxServiceDeps.pauseBeforeStep (container steps: rootfs, spec, monitor). */
   pauseBeforeStep?: string;
 }
 
@@ -106,7 +106,16 @@ export async function startDaemon(
     usedBy: (imageId) => store.containers.imageInUse(imageId),
   });
 
-  containers = new ContainerService({ config, store, runc, conmon, exits, images, logger });
+  containers = new ContainerService({
+    config,
+    store,
+    runc,
+    conmon,
+    exits,
+    images,
+    logger,
+    ...(opts.pauseBeforeStep ? { pauseBeforeStep: opts.pauseBeforeStep } : {}),
+  });
   for (const record of pendingExits.splice(0)) await containers.onExit(record);
   const sandboxes = new SandboxService({
     config,

@@ -54,6 +54,8 @@ export interface ContainerServiceDeps {
   exits: ExitWatcher;
   images: ImageService;
   logger: Logger;
+  /** Test-only, as SandboxServiceDeps.pauseBeforeStep: CreateContainer waits forever before this step. */
+  pauseBeforeStep?: string;
 }
 
 export class ContainerService {
@@ -119,6 +121,7 @@ export class ContainerService {
 
     const steps = new Steps(log, async (step) => {
       store.containers.update(id, { step });
+      await this.pausePoint(step, log);
     });
     try {
       const rootfs = await steps.run('rootfs', async () => {
@@ -177,6 +180,13 @@ export class ContainerService {
       }
       throw failure;
     }
+  }
+
+  private async pausePoint(step: string, log: Logger): Promise<void> {
+    if (this.deps.pauseBeforeStep !== step) return;
+    log.warn({ step }, 'test hook: pausing CreateContainer');
+    await writeFile(join(this.deps.config.stateDir, `test-paused-${step}`), String(process.pid));
+    await new Promise<never>(() => undefined);
   }
 
   async start(idOrPrefix: string): Promise<void> {
