@@ -67,6 +67,7 @@ registry_timeout = "45s"
 
 [runtime]
 path = "/usr/local/sbin/runc"
+monitor = "/usr/local/bin/conmon"
 timeout = "500ms"
 
 [pod]
@@ -124,6 +125,7 @@ describe('loadConfig config file', () => {
       registryConfig: '/srv/registries.toml',
       registryTimeoutMs: 45_000,
       runtime: '/usr/local/sbin/runc',
+      monitor: '/usr/local/bin/conmon',
       cgroupDriver: 'cgroupfs',
       logLevel: 'debug',
       cniTimeoutMs: 90_000,

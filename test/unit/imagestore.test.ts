@@ -583,6 +583,7 @@ describe('migration 2', () => {
       )
       .all();
     assert.deepEqual(tables, [
+      { name: 'containers', strict: 1 },
       { name: 'image_names', strict: 1 },
       { name: 'images', strict: 1 },
       { name: 'layers', strict: 1 },
