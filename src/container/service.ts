@@ -235,7 +235,7 @@ export class ContainerService {
     }
     if (row.state === 'RUNNING' && timeoutSeconds > 0) {
       await runc.kill(id, this.stopSignal(row));
-      const exited = await exits.wait(id, timeoutSeconds * 1000);
+      const exited = await exits.wait(id, timerMs(timeoutSeconds));
       if (exited) {
         this.applyExit(exited);
         return;
@@ -347,7 +347,7 @@ export class ContainerService {
     if (!spec.process) throw new FailedPreconditionError(`container ${row.id} has no process spec`);
     const process: Process = { ...spec.process, args: cmd, terminal: false };
     const result = await execSync(this.deps.runc, row.id, process, {
-      timeoutMs: timeoutSeconds * 1000,
+      timeoutMs: timerMs(timeoutSeconds),
       maxOutputBytes: EXEC_SYNC_OUTPUT_CAP,
     });
     if (result.timedOut) {
@@ -516,6 +516,11 @@ export class ContainerService {
     }
     return matches[0];
   }
+}
+
+/** Node timers fire at once beyond 2^31-1 ms; a longer CRI timeout means "practically never". */
+function timerMs(seconds: number): number {
+  return Math.min(seconds * 1000, 2 ** 31 - 1);
 }
 
 function stateName(row: ContainerRow): ContainerStateName {
