@@ -224,6 +224,39 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     await remove(client);
   });
 
+  it('shares the pod pid namespace (catatonit is pid 1) unless the container asks for its own', async () => {
+    const shared = await startNew('pid-pod');
+    assert.match(await execText(shared, ['cat', '/proc/1/cmdline']), /catatonit/);
+    const own = await startNew('pid-own', {
+      linux: { security_context: { namespace_options: { pid: 'CONTAINER' } } },
+    });
+    assert.match(await execText(own, ['cat', '/proc/1/cmdline']), /sleep/);
+    await remove(shared);
+    await remove(own);
+  });
+
+  it('runs a container of a host-network pod in the host netns', async () => {
+    const config = pod('hostnet', {
+      linux: { security_context: { namespace_options: { network: 'NODE' } } },
+    });
+    const hostPod = (await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config }))
+      .pod_sandbox_id;
+    const id = await create(
+      'h',
+      { linux: { security_context: { namespace_options: { network: 'NODE' } } } },
+      hostPod,
+      config,
+    );
+    await daemon.cri.call('StartContainer', { container_id: id });
+    const { readlink } = await import('node:fs/promises');
+    assert.equal(
+      (await execText(id, ['readlink', '/proc/self/ns/net'])).trim(),
+      await readlink('/proc/self/ns/net'),
+    );
+    await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: hostPod });
+    await rejectsWith(statusOf(id), status.NOT_FOUND);
+  });
+
   it('writes CRI logs with stdout and stderr, splitting long lines into P chunks and a final F', async () => {
     const id = await startNew('logs', {
       command: [
