@@ -20,6 +20,7 @@ import { execSync } from '../oci/exec-sync.js';
 import type { Runc } from '../oci/runc.js';
 import type { Process, Spec } from '../oci/spec.js';
 import { linuxResources } from '../oci/container.js';
+import { isRunning } from '../process/index.js';
 import { KeyedLock } from '../sandbox/lock.js';
 import { cgroupsPath } from '../sandbox/service.js';
 import { Steps } from '../sandbox/steps.js';
@@ -45,6 +46,8 @@ import type {
 export const EXEC_SYNC_OUTPUT_CAP = 16 * 1024 * 1024;
 /** After SIGKILL a process is gone within milliseconds unless the kernel is stuck (D state). */
 const KILL_WAIT_MS = 10_000;
+/** Without a conmon nobody writes an exit file: look at the process itself soon. */
+const UNMONITORED_KILL_WAIT_MS = 1_000;
 
 export interface ContainerServiceDeps {
   config: BerthConfig;
@@ -243,9 +246,25 @@ export class ContainerService {
       this.deps.logger.info({ container: id, timeoutSeconds }, 'stop timeout expired: SIGKILL');
     }
     await runc.kill(id, 'SIGKILL', true);
-    const killed = await exits.wait(id, KILL_WAIT_MS);
-    if (!killed) throw new StepError('stop', new Error(`container ${id} did not exit after SIGKILL`));
-    this.applyExit(killed);
+    const monitored = row.monitorPid > 0 && (await isRunning(row.monitorPid));
+    const killed = await exits.wait(id, monitored ? KILL_WAIT_MS : UNMONITORED_KILL_WAIT_MS);
+    if (killed) {
+      this.applyExit(killed);
+      return;
+    }
+    // No exit file: its conmon is gone (killed, or lost in a crash). The process' fate is known,
+    // though: it was SIGKILLed; only the monitor's record of it is missing.
+    const state = await runc.state(id);
+    const alive = state !== null && state.status !== 'stopped' && (await isRunning(state.pid));
+    if (alive) throw new StepError('stop', new Error(`container ${id} did not exit after SIGKILL`));
+    this.deps.store.containers.update(id, {
+      state: 'EXITED',
+      exitCode: 137,
+      finishedAt: nowNanos(),
+      reason: 'Error',
+      message: 'killed by StopContainer; its monitor was gone, so the exit was not recorded by conmon',
+      pid: 0,
+    });
   }
 
   /** Idempotent: an unknown id is success. A running container is killed first. */
