@@ -95,6 +95,22 @@ async function reconcile(deps: ContainerRecoveryDeps, row: ContainerRow, report:
   const processAlive = state !== null && state.status !== 'stopped' && (await isRunning(state.pid));
   if (monitorAlive && processAlive) return;
   if (monitorAlive && state?.status === 'stopped') return; // conmon is about to write the exit file
+  if (processAlive) {
+    // Running without a monitor: nobody would ever record its exit, and its log has no writer.
+    // Killed so kubelet sees it exited and restarts it under a fresh conmon.
+    await runc.kill(row.id, 'SIGKILL', true);
+    store.containers.update(row.id, {
+      state: 'EXITED',
+      exitCode: 137,
+      finishedAt: nowNanos(),
+      reason: 'Error',
+      message: 'killed at berthd start-up: its monitor (conmon) was gone',
+      pid: 0,
+    });
+    report.lost.push(row.id);
+    logger.warn({ container: row.id }, 'container had lost its monitor: killed');
+    return;
+  }
   store.containers.update(row.id, {
     state: 'EXITED',
     exitCode: 255,
