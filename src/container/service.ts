@@ -72,6 +72,15 @@ export class ContainerService {
   onExit(record: ExitRecord): Promise<void> {
     return this.lock.with(record.id, async () => {
       this.applyExit(record);
+      // runc's record of a dead container only holds its cgroup; dropping it now keeps
+      // RemoveContainer cheap, as containerd deletes its task on exit.
+      if (this.deps.store.containers.get(record.id)?.state !== 'EXITED') return;
+      await this.deps.runc.delete(record.id).catch((err: unknown) => {
+        this.deps.logger.warn(
+          { container: record.id, err: errorMessage(err) },
+          'runc delete after exit failed',
+        );
+      });
     });
   }
 

@@ -2,7 +2,7 @@
  * A thin client of the runc binary. Every call names berth's own `--root`, so berth only ever
  * sees and touches its own containers.
  */
-import { readFile, writeFile } from 'node:fs/promises';
+import { access, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   AlreadyExistsError,
@@ -77,6 +77,7 @@ export class Runc {
 
   /** The container's state, or null when runc does not know it. */
   async state(id: string): Promise<ContainerState | null> {
+    if (!(await this.known(id))) return null;
     try {
       const { stdout } = await this.exec(['state', id]);
       return parseState(JSON.parse(stdout));
@@ -103,12 +104,25 @@ export class Runc {
 
   /** `runc delete`; `force` also kills a running container. A missing container counts as done. */
   async delete(id: string, o: { force?: boolean } = {}): Promise<void> {
+    if (!(await this.known(id))) return;
     try {
       await this.exec(o.force ? ['delete', '--force', id] : ['delete', id]);
     } catch (err) {
       if (isNotExist(err) || (await this.state(id)) === null) return;
       throw err;
     }
+  }
+
+  /**
+   * runc keeps each container's state in <root>/<id>; without that dir runc knows no such
+   * container. Checking it saves a runc exec (10-20 ms) on the common "already gone" paths.
+   */
+  private async known(id: string): Promise<boolean> {
+    if (id === '' || id.includes('/') || id === '.' || id === '..') return true; // let runc judge
+    return access(join(this.opts.root, id)).then(
+      () => true,
+      () => false,
+    );
   }
 
   /** All containers under berth's root. */
