@@ -23,6 +23,9 @@ import { ExitWatcher } from './monitor/exits.js';
 import { SandboxService } from './sandbox/service.js';
 import { Store } from './store/index.js';
 
+/** How often berthd looks for containers whose conmon died (exits themselves arrive by inotify). */
+const MONITOR_CHECK_MS = 5_000;
+
 export interface DaemonOptions {
   /** Test-only hook, see SandboxServiceDeps.pauseBeforeStep (container steps: rootfs, spec, monitor). */
   pauseBeforeStep?: string;
@@ -127,16 +130,22 @@ export async function startDaemon(
     containers,
     ...(opts.pauseBeforeStep ? { pauseBeforeStep: opts.pauseBeforeStep } : {}),
   });
+  const monitorCheck = setInterval(() => {
+    containers?.checkMonitors().catch((err: unknown) => logger.error({ err }, 'monitor check failed'));
+  }, MONITOR_CHECK_MS);
+  monitorCheck.unref();
   let server: CriServer;
   try {
     server = await serveCri(config, { sandboxes, images, containers }, logger);
   } catch (err) {
+    clearInterval(monitorCheck);
     exits.close();
     store.close();
     throw err;
   }
   return {
     close: async () => {
+      clearInterval(monitorCheck);
       await server.close();
       exits.close();
       store.close();

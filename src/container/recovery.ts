@@ -6,10 +6,9 @@ import type { Logger } from '../log.js';
 import type { Conmon } from '../monitor/conmon.js';
 import type { ExitWatcher } from '../monitor/exits.js';
 import type { Runc } from '../oci/runc.js';
-import { isRunning } from '../process/index.js';
 import type { Store } from '../store/index.js';
 import type { ContainerRow } from '../store/types.js';
-import { nowNanos } from '../time.js';
+import { settleUnmonitored } from './lost.js';
 
 export interface ContainerRecoveryDeps {
   config: BerthConfig;
@@ -75,7 +74,7 @@ async function rollBack(deps: ContainerRecoveryDeps, row: ContainerRow, report: 
 }
 
 async function reconcile(deps: ContainerRecoveryDeps, row: ContainerRow, report: ContainerRecoveryReport) {
-  const { runc, exits, store, logger, rebooted } = deps;
+  const { exits, store, logger, rebooted } = deps;
   const exited = await exits.read(row.id);
   if (exited) {
     const reason = exited.oomKilled ? 'OOMKilled' : exited.exitCode === 0 ? 'Completed' : 'Error';
@@ -90,40 +89,8 @@ async function reconcile(deps: ContainerRecoveryDeps, row: ContainerRow, report:
     logger.info({ container: row.id, exitCode: exited.exitCode }, 'container exited while berthd was down');
     return;
   }
-  const state = rebooted ? null : await runc.state(row.id).catch(() => null);
-  const monitorAlive = !rebooted && row.monitorPid > 0 && (await isRunning(row.monitorPid));
-  const processAlive = state !== null && state.status !== 'stopped' && (await isRunning(state.pid));
-  if (monitorAlive && processAlive) return;
-  if (monitorAlive && state?.status === 'stopped') return; // conmon is about to write the exit file
-  if (processAlive) {
-    // Running without a monitor: nobody would ever record its exit, and its log has no writer.
-    // Killed so kubelet sees it exited and restarts it under a fresh conmon.
-    await runc.kill(row.id, 'SIGKILL', true);
-    store.containers.update(row.id, {
-      state: 'EXITED',
-      exitCode: 137,
-      finishedAt: nowNanos(),
-      reason: 'Error',
-      message: 'killed at berthd start-up: its monitor (conmon) was gone',
-      pid: 0,
-    });
-    report.lost.push(row.id);
-    logger.warn({ container: row.id }, 'container had lost its monitor: killed');
-    return;
-  }
-  store.containers.update(row.id, {
-    state: 'EXITED',
-    exitCode: 255,
-    finishedAt: nowNanos(),
-    reason: 'Unknown',
-    message: rebooted
-      ? 'the node rebooted while the container was running'
-      : 'the container monitor is gone; its exit code was lost',
-    pid: 0,
-  });
-  if (rebooted || state !== null) await runc.delete(row.id, { force: true });
-  report.lost.push(row.id);
-  logger.warn({ container: row.id, rebooted }, 'container lost: reported exited with code 255');
+  const settled = await settleUnmonitored(deps, row, { rebooted });
+  if (settled === 'killed' || settled === 'lost') report.lost.push(row.id);
 }
 
 async function removeOrphans(deps: ContainerRecoveryDeps, report: ContainerRecoveryReport) {

@@ -30,6 +30,7 @@ import { directoryUsage } from '../stats/disk.js';
 import type { Store } from '../store/index.js';
 import type { ContainerRow, SandboxRow } from '../store/types.js';
 import { nowNanos } from '../time.js';
+import { settleUnmonitored } from './lost.js';
 import { prepareSpec } from './prepare.js';
 import type {
   ContainerFilter,
@@ -212,6 +213,11 @@ export class ContainerService {
       try {
         await this.deps.runc.start(row.id);
       } catch (err) {
+        // A start that went through before an error (or a retry after a crash) is a start.
+        if ((await this.deps.runc.state(row.id).catch(() => null))?.status === 'running') {
+          this.deps.store.containers.update(row.id, { state: 'RUNNING', startedAt });
+          return;
+        }
         this.deps.store.containers.update(row.id, {
           state: 'EXITED',
           startedAt,
@@ -307,6 +313,8 @@ export class ContainerService {
     idOrPrefix: string,
     verbose: boolean,
   ): Promise<{ view: ContainerView; info?: ContainerVerboseInfo }> {
+    // kubelet asks for the status of what it believes runs: a dead monitor is noticed right here.
+    await this.checkMonitor(this.resolve(idOrPrefix));
     const row = this.resolve(idOrPrefix);
     const view = this.toView(row);
     if (!verbose) return { view };
@@ -427,6 +435,26 @@ export class ContainerService {
           }
         : null,
     };
+  }
+
+  /**
+   * A conmon that dies while berthd runs leaves no exit file, so nothing else would ever notice;
+   * the daemon calls this every few seconds. One /proc read per live container.
+   */
+  async checkMonitors(): Promise<void> {
+    for (const row of this.deps.store.containers.list()) await this.checkMonitor(row);
+  }
+
+  private async checkMonitor(row: ContainerRow): Promise<void> {
+    if (row.state !== 'RUNNING' && row.state !== 'CREATED') return;
+    if (row.monitorPid > 0 && (await isRunning(row.monitorPid))) return;
+    await this.lock.with(row.id, async () => {
+      const current = this.deps.store.containers.get(row.id);
+      if (!current || (current.state !== 'RUNNING' && current.state !== 'CREATED')) return;
+      const exited = await this.deps.exits.read(row.id);
+      if (exited) this.applyExit(exited);
+      else await settleUnmonitored(this.deps, current, { rebooted: false });
+    });
   }
 
   /** Records an exit once; later reports of the same exit change nothing. */
