@@ -20,7 +20,8 @@ import { HOSTNAME_FILE, RESOLV_CONF, SHM_DIR } from '../sandbox/files.js';
 import { isMounted } from '../netns/index.js';
 import type { SandboxSpec } from '../sandbox/types.js';
 import type { SandboxRow } from '../store/types.js';
-import type { ContainerSpec, SecurityProfile } from './types.js';
+import { cgroupVersion } from '../stats/cgroup.js';
+import type { ContainerResources, ContainerSpec, SecurityProfile } from './types.js';
 
 export const HOSTS_FILE = 'hosts';
 
@@ -43,7 +44,8 @@ export interface PreparedSpec {
 }
 
 export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
-  const { spec, sandbox, sandboxSpec } = input;
+  const { sandbox, sandboxSpec } = input;
+  const spec = { ...input.spec, resources: await supportedResources(input.spec.resources) };
   // The namespaces are joined through the infra's /proc entries: a dead infra would fail late.
   if (!(await isRunning(sandbox.pid))) {
     throw new FailedPreconditionError(`pod sandbox ${sandbox.id}: its infra process is not running`);
@@ -83,6 +85,29 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     mounts: mounts.mounts,
   });
   return { spec: built, user, notes: mounts.notes };
+}
+
+/**
+ * kubelet sends a (zero) hugepage limit for every page size the node has; a host without the
+ * hugetlb cgroup controller (this kind of VM, cgroup v1) cannot apply any, and runc would fail
+ * the container. Like containerd's tolerate_missing_hugetlb_controller, they are dropped there.
+ */
+export async function supportedResources(resources: ContainerResources): Promise<ContainerResources> {
+  if (resources.hugepageLimits.length === 0 || (await hasHugetlbController())) return resources;
+  return { ...resources, hugepageLimits: [] };
+}
+
+let hugetlb: Promise<boolean> | null = null;
+
+function hasHugetlbController(): Promise<boolean> {
+  hugetlb ??= (async () => {
+    if ((await cgroupVersion()) === 2) {
+      const controllers = await readFile('/sys/fs/cgroup/cgroup.controllers', 'utf8').catch(() => '');
+      return controllers.split(/\s+/).includes('hugetlb');
+    }
+    return exists('/sys/fs/cgroup/hugetlb');
+  })();
+  return hugetlb;
 }
 
 /** The pod's shared /dev/shm, when its sandbox mounted one (pods from before it did have none). */

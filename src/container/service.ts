@@ -31,7 +31,7 @@ import type { Store } from '../store/index.js';
 import type { ContainerRow, SandboxRow } from '../store/types.js';
 import { nowNanos } from '../time.js';
 import { settleUnmonitored } from './lost.js';
-import { prepareSpec } from './prepare.js';
+import { prepareSpec, supportedResources } from './prepare.js';
 import type {
   ContainerFilter,
   ContainerResources,
@@ -358,7 +358,7 @@ export class ContainerService {
       if (row.state !== 'CREATED' && row.state !== 'RUNNING') {
         throw new FailedPreconditionError(`container ${row.id} is ${stateWord(row)}: nothing to update`);
       }
-      await this.deps.runc.update(row.id, linuxResources(resources));
+      await this.deps.runc.update(row.id, linuxResources(await supportedResources(resources)));
       const spec = { ...this.specOf(row), resources };
       this.deps.store.containers.update(row.id, { configJson: JSON.stringify(spec) });
     });

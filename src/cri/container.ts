@@ -489,7 +489,9 @@ export function toWireContainer(view: ContainerView): WireContainer {
     pod_sandbox_id: view.podSandboxId,
     metadata: { name: view.metadata.name, attempt: view.metadata.attempt },
     image: { image: view.image, user_specified_image: view.userSpecifiedImage },
-    image_ref: view.imageRef,
+    // The id, not the repo digest: kubelets before 1.30 match this against ListImages ids to know
+    // which images are in use (ContainerStatus keeps the digest, which pod status shows).
+    image_ref: view.imageId,
     state: view.state,
     created_at: view.createdAt,
     labels: view.labels,

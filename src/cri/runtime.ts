@@ -35,7 +35,7 @@ export function runtimeHandlers(config: BerthConfig, sandboxes: SandboxService):
         info: req.verbose ? { config: JSON.stringify(config) } : {},
         runtime_handlers: RUNTIME_HANDLERS.map((name) => ({
           name,
-          features: { recursive_read_only_mounts: false, user_namespaces: false },
+          features: { recursive_read_only_mounts: true, user_namespaces: false },
         })),
         features: { supplemental_groups_policy: false, user_namespaces_host_network: false },
       };

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Cni } from '../cni/index.js';
@@ -204,7 +205,9 @@ export class SandboxService {
       await mkdir(bundleDir, { recursive: true });
       const ociSpec = buildInfraSpec({
         rootfsPath: this.deps.infraRootfs,
-        hostname: netnsPath ? spec.hostname : '',
+        // A pod of its own network always gets its own UTS namespace, named like the host when
+        // kubelet sends no hostname: its containers must never be able to rename the node.
+        hostname: netnsPath ? spec.hostname || hostname() : '',
         netnsPath,
         hostIpc: spec.namespaces.ipc === 'NODE',
         hostPid: spec.namespaces.pid === 'NODE',
