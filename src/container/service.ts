@@ -23,7 +23,8 @@ import { linuxResources } from '../oci/container.js';
 import { isRunning } from '../process/index.js';
 import { KeyedLock } from '../sandbox/lock.js';
 import { cgroupsPath } from '../sandbox/service.js';
-import { Steps } from '../sandbox/steps.js';
+import { Steps, pauseIfAsked } from '../sandbox/steps.js';
+import { findSandbox, matchesLabels } from '../sandbox/lookup.js';
 import type { SandboxSpec } from '../sandbox/types.js';
 import { readCgroupStats } from '../stats/cgroup.js';
 import { directoryUsage } from '../stats/disk.js';
@@ -87,7 +88,7 @@ export class ContainerService {
 
   async create(podSandboxId: string, spec: ContainerSpec): Promise<string> {
     const { config, store, images } = this.deps;
-    const sandbox = this.resolveSandbox(podSandboxId);
+    const sandbox = findSandbox(store, podSandboxId, false);
     if (sandbox.state !== 'READY' || sandbox.pid <= 0) {
       throw new FailedPreconditionError(`pod sandbox ${sandbox.id} is not ready`);
     }
@@ -134,7 +135,15 @@ export class ContainerService {
 
     const steps = new Steps(log, async (step) => {
       store.containers.update(id, { step });
-      await this.pausePoint(step, log);
+      await pauseIfAsked(
+        {
+          pauseBeforeStep: this.deps.pauseBeforeStep,
+          stateDir: this.deps.config.stateDir,
+          operation: 'CreateContainer',
+        },
+        step,
+        log,
+      );
     });
     try {
       const rootfs = await steps.run('rootfs', async () => {
@@ -193,13 +202,6 @@ export class ContainerService {
       }
       throw failure;
     }
-  }
-
-  private async pausePoint(step: string, log: Logger): Promise<void> {
-    if (this.deps.pauseBeforeStep !== step) return;
-    log.warn({ step }, 'test hook: pausing CreateContainer');
-    await writeFile(join(this.deps.config.stateDir, `test-paused-${step}`), String(process.pid));
-    await new Promise<never>(() => undefined);
   }
 
   async start(idOrPrefix: string): Promise<void> {
@@ -537,18 +539,6 @@ export class ContainerService {
     return spec;
   }
 
-  private resolveSandbox(idOrPrefix: string): SandboxRow {
-    const { store } = this.deps;
-    const exact = store.getSandbox(idOrPrefix);
-    if (exact) return exact;
-    const matches = store.findSandboxesByIdPrefix(idOrPrefix);
-    if (matches.length > 1) {
-      throw new InvalidArgumentError('pod_sandbox_id', `"${idOrPrefix}" matches ${matches.length} sandboxes`);
-    }
-    if (matches[0]) return matches[0];
-    throw new NotFoundError('pod sandbox', idOrPrefix);
-  }
-
   private mustGet(id: string): ContainerRow {
     const row = this.deps.store.containers.get(id);
     if (!row) throw new NotFoundError('container', id);
@@ -594,12 +584,4 @@ function stateName(row: ContainerRow): ContainerStateName {
 
 function stateWord(row: ContainerRow): string {
   return row.state.toLowerCase();
-}
-
-function matchesLabels(
-  labels: Record<string, string>,
-  selector: Record<string, string> | undefined,
-): boolean {
-  if (!selector) return true;
-  return Object.entries(selector).every(([key, value]) => labels[key] === value);
 }

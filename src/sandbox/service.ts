@@ -6,7 +6,7 @@ import { Cni } from '../cni/index.js';
 import { loadDefaultNetwork } from '../cni/config.js';
 import type { CniNetworkList } from '../cni/types.js';
 import type { BerthConfig } from '../config/types.js';
-import { FailedPreconditionError, InvalidArgumentError, NotFoundError, StepError } from '../errors.js';
+import { FailedPreconditionError, StepError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { createPinnedNetns, isMounted, removeNetns, unmountNetns } from '../netns/index.js';
 import { buildInfraSpec } from '../oci/infra.js';
@@ -19,7 +19,8 @@ import { mountShm, unmountShm, writeHostnameFile, writeResolvConf } from './file
 import { KeyedLock } from './lock.js';
 import { attach, attachmentFor, detach, storedNetworking } from './network.js';
 import type { SandboxFilter, SandboxSpec, SandboxVerboseInfo, SandboxView } from './types.js';
-import { Steps, allSettledOrThrow } from './steps.js';
+import { Steps, allSettledOrThrow, pauseIfAsked } from './steps.js';
+import { findSandbox, matchesLabels } from './lookup.js';
 import { nowNanos } from '../time.js';
 
 /** Names of berth's netns pins start with this, so restart repair can tell ours from others'. */
@@ -116,7 +117,15 @@ export class SandboxService {
 
     const steps = new Steps(log, async (step) => {
       store.updateSandbox(id, { step });
-      await this.pausePoint(step, log);
+      await pauseIfAsked(
+        {
+          pauseBeforeStep: this.deps.pauseBeforeStep,
+          stateDir: this.deps.config.stateDir,
+          operation: 'RunPodSandbox',
+        },
+        step,
+        log,
+      );
     });
     try {
       await allSettledOrThrow([
@@ -231,13 +240,6 @@ export class SandboxService {
       store.updateSandbox(id, { pid });
     });
     await steps.run('infra-start', () => runc.start(id));
-  }
-
-  private async pausePoint(step: string, log: Logger): Promise<void> {
-    if (this.deps.pauseBeforeStep !== step) return;
-    log.warn({ step }, 'test hook: pausing RunPodSandbox');
-    await writeFile(join(this.deps.config.stateDir, `test-paused-${step}`), String(process.pid));
-    await new Promise<never>(() => undefined);
   }
 
   /** Idempotent: an unknown sandbox has nothing left to stop. */
@@ -364,21 +366,12 @@ export class SandboxService {
       .filter((view) => matchesLabels(view.labels, filter.labelSelector));
   }
 
-  /** Exact id, or a unique prefix of one (crictl shows and accepts truncated ids). */
   private resolve(idOrPrefix: string, allowMissing: true): SandboxRow | undefined;
   private resolve(idOrPrefix: string, allowMissing: false): SandboxRow;
   private resolve(idOrPrefix: string, allowMissing: boolean): SandboxRow | undefined {
-    const { store } = this.deps;
-    const exact = store.getSandbox(idOrPrefix);
-    if (exact) return exact;
-    const matches = store.findSandboxesByIdPrefix(idOrPrefix);
-    if (matches.length > 1) {
-      throw new InvalidArgumentError('pod_sandbox_id', `"${idOrPrefix}" matches ${matches.length} sandboxes`);
-    }
-    const only = matches[0];
-    if (only) return only;
-    if (allowMissing) return undefined;
-    throw new NotFoundError('pod sandbox', idOrPrefix);
+    return allowMissing
+      ? findSandbox(this.deps.store, idOrPrefix, true)
+      : findSandbox(this.deps.store, idOrPrefix, false);
   }
 }
 
@@ -396,14 +389,6 @@ export function toView(row: SandboxRow): SandboxView {
     annotations: spec.annotations,
     runtimeHandler: row.runtimeHandler,
   };
-}
-
-function matchesLabels(
-  labels: Record<string, string>,
-  selector: Record<string, string> | undefined,
-): boolean {
-  if (!selector) return true;
-  return Object.entries(selector).every(([key, value]) => labels[key] === value);
 }
 
 /**
