@@ -714,13 +714,13 @@ test('status mounts and resources round-trip through the request translation', (
   assert.deepEqual(toResources('r', toWireResources(RESOURCES)), RESOURCES);
 });
 
-test('ListContainers item', () => {
+test('ListContainers item: image_ref is the image id (kubelet < 1.30 matches it to ListImages)', () => {
   assert.deepEqual(toWireContainer(view({ state: 'CONTAINER_RUNNING' })), {
     id: 'c0ffee',
     pod_sandbox_id: 'pod1',
     metadata: { name: 'app', attempt: 2 },
     image: { image: 'docker.io/library/busybox:1.36', user_specified_image: '' },
-    image_ref: 'docker.io/library/busybox@sha256:def',
+    image_ref: 'sha256:abc',
     state: 'CONTAINER_RUNNING',
     created_at: '1700000000000000001',
     labels: { l: '1' },
