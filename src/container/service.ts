@@ -3,7 +3,6 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { BerthConfig } from '../config/types.js';
 import {
-  DeadlineExceededError,
   FailedPreconditionError,
   InvalidArgumentError,
   NotFoundError,
@@ -376,6 +375,7 @@ export class ContainerService {
     await this.deps.conmon.reopenLog(row.bundleDir, row.logPath);
   }
 
+  /** A timeout is a result (timedOut), not an error: src/cri decides what kubelet must see. */
   async execSync(idOrPrefix: string, cmd: string[], timeoutSeconds: number): Promise<ExecSyncResult> {
     const row = this.resolve(idOrPrefix);
     if (row.state !== 'RUNNING') {
@@ -388,9 +388,6 @@ export class ContainerService {
       timeoutMs: timerMs(timeoutSeconds),
       maxOutputBytes: EXEC_SYNC_OUTPUT_CAP,
     });
-    if (result.timedOut) {
-      throw new DeadlineExceededError(`command "${cmd.join(' ')}" timed out after ${timeoutSeconds}s`);
-    }
     return result;
   }
 

@@ -109,7 +109,7 @@ export function containerHandlers(containers: ContainerService): UnaryTable {
       // answers a timed-out ExecSync the same way ("timeout Ns exceeded: context deadline exceeded").
       if (result.timedOut) {
         throw new DeadlineExceededError(
-          `timeout ${timeout}s exceeded: command ${JSON.stringify(cmd)} was killed`,
+          `timeout ${timeout}s exceeded: command ${JSON.stringify(cmd)} timed out and was killed`,
         );
       }
       return { stdout: result.stdout, stderr: result.stderr, exit_code: result.exitCode };

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { run } from '../../src/exec.js';
 
-const DOCKER_REGISTRY = '/usr/bin/docker-registry';
+export const DOCKER_REGISTRY = '/usr/bin/docker-registry';
 const STARTUP_TIMEOUT_MS = 20_000;
 
 export interface RegistryOptions {
