@@ -12,35 +12,23 @@ import { existsSync } from 'node:fs';
 import { chmod, lstat, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
-import { status, type ServiceError } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import Database from 'better-sqlite3';
 import { findProgram, run } from '../../src/exec.js';
 import { readMountInfo } from '../../src/netns/mountinfo.js';
 import { isRunning } from '../../src/process/index.js';
 import { podConfig, TestDaemon, waitFor, type TestDaemonOptions } from '../harness/daemon.js';
+import { rejectsWith } from '../harness/grpc.js';
 import { buildLayer, busyboxEntries, pushImage } from '../harness/images.js';
+import { assertLogged, startAndLog } from '../harness/log.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
+import { registrySkip as skip } from '../harness/skip.js';
+import type { ExecResponse, WireContainerStatus } from '../harness/wire.js';
 
-const skip =
-  process.getuid?.() !== 0
-    ? 'needs root'
-    : !existsSync('/usr/bin/docker-registry')
-      ? 'no docker-registry'
-      : false;
 const SUITE_TIMEOUT_MS = 300_000;
 /** CreateContainer's steps, in order (src/container/service.ts). */
 const CREATE_STEPS = ['rootfs', 'spec', 'monitor'] as const;
 type CreateStep = (typeof CREATE_STEPS)[number];
-
-interface WireContainerStatus {
-  id: string;
-  state: string;
-  started_at: string;
-  finished_at: string;
-  exit_code: number;
-  reason: string;
-  message: string;
-}
 
 /** What berth puts under `info.info` of a verbose ContainerStatus (ContainerVerboseInfo). */
 interface VerboseInfo {
@@ -56,19 +44,10 @@ interface ContainerRowSummary {
   monitor_pid: number;
 }
 
-interface ExecResponse {
-  stdout: Buffer;
-  stderr: Buffer;
-  exit_code: number;
-}
-
 interface Pod {
   id: string;
   config: Record<string, unknown>;
 }
-
-/** One pino line of berthd's stderr. */
-type LogEntry = Record<string, unknown> & { msg?: string };
 
 /** The test image (busybox, Cmd `sleep 1000`), pushed once for the whole file. */
 let imageRef = '';
@@ -527,40 +506,6 @@ async function holdingRuntime(dir: string): Promise<string> {
   return path;
 }
 
-/**
- * Starts the daemon and returns what it logged during this start-up (its recovery included),
- * and the time just before it was started, in ns since the epoch.
- */
-async function startAndLog(
-  d: TestDaemon,
-  env: Record<string, string> = {},
-): Promise<{ log: LogEntry[]; at: bigint }> {
-  const mark = d.output.length;
-  const at = BigInt(Date.now()) * 1_000_000n;
-  await d.start(env);
-  await waitFor(async () => d.output.includes('"serving CRI"', mark), 30_000);
-  return { log: parseLog(d.output.slice(mark)), at };
-}
-
-function parseLog(text: string): LogEntry[] {
-  const entries: LogEntry[] = [];
-  for (const line of text.split('\n')) {
-    if (!line.startsWith('{')) continue;
-    try {
-      entries.push(JSON.parse(line) as LogEntry);
-    } catch {
-      // A line cut by a kill: not a log entry.
-    }
-  }
-  return entries;
-}
-
-function assertLogged(log: LogEntry[], msg: string, fields: Record<string, unknown> = {}): void {
-  const found = log.some((e) => e.msg === msg && Object.entries(fields).every(([k, v]) => e[k] === v));
-  const wanted = JSON.stringify({ msg, ...fields });
-  assert.ok(found, `no log line ${wanted} in:\n${log.map((e) => JSON.stringify(e)).join('\n')}`);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Talking to the daemon
 
@@ -674,16 +619,6 @@ async function assertPodWorks(d: TestDaemon, pod: Pod, name: string): Promise<vo
   assert.equal(res.stdout.toString(), 'alive\n');
   await d.cri.call('RemoveContainer', { container_id: id });
   assert.deepEqual(await leftoversOf(d, id), [], `leftovers of ${name}`);
-}
-
-async function rejectsWith(p: Promise<unknown>, code: status): Promise<ServiceError> {
-  try {
-    await p;
-  } catch (err) {
-    assert.equal((err as ServiceError).code, code, `expected code ${code}, got ${String(err)}`);
-    return err as ServiceError;
-  }
-  assert.fail(`expected gRPC code ${code}, but the call succeeded`);
 }
 
 // ---------------------------------------------------------------------------------------------

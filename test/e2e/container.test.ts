@@ -4,13 +4,13 @@
  * conmon. Needs root. Traffic goes to loopback and to the test pods' own addresses only.
  */
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { status, type ServiceError } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import { run } from '../../src/exec.js';
 import { podConfig, TestDaemon, waitFor } from '../harness/daemon.js';
+import { rejectsWith } from '../harness/grpc.js';
 import {
   buildLayer,
   busyboxEntries,
@@ -19,64 +19,13 @@ import {
   type PushedImage,
 } from '../harness/images.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
+import { registrySkip as skip } from '../harness/skip.js';
+import type { ExecResponse, WireContainer, WireContainerStatus } from '../harness/wire.js';
 
-const skip =
-  process.getuid?.() !== 0
-    ? 'needs root'
-    : !existsSync('/usr/bin/docker-registry')
-      ? 'no docker-registry'
-      : false;
 const SUITE_TIMEOUT_MS = 600_000;
 
 /** Applets beyond the harness's base image that these tests need. */
 const EXTRA_APPLETS = ['tail', 'tr', 'dd', 'seq', 'umount', 'sed', 'cut', 'yes', 'du'];
-
-interface WireContainerStatus {
-  id: string;
-  metadata: { name: string; attempt: number };
-  state: string;
-  created_at: string;
-  started_at: string;
-  finished_at: string;
-  exit_code: number;
-  reason: string;
-  message: string;
-  image: { image: string } | null;
-  image_ref: string;
-  log_path: string;
-  labels: Record<string, string>;
-  annotations: Record<string, string>;
-  mounts: { container_path: string; host_path: string; readonly: boolean; propagation: string }[];
-}
-
-interface WireContainer {
-  id: string;
-  pod_sandbox_id: string;
-  state: string;
-  metadata: { name: string; attempt: number };
-  labels: Record<string, string>;
-}
-
-interface ExecResponse {
-  stdout: Buffer;
-  stderr: Buffer;
-  exit_code: number;
-}
-
-function grpcCode(err: unknown): number | undefined {
-  return (err as ServiceError).code;
-}
-
-async function rejectsWith(p: Promise<unknown>, code: status, pattern?: RegExp): Promise<ServiceError> {
-  try {
-    await p;
-  } catch (err) {
-    assert.equal(grpcCode(err), code, `expected code ${code}, got ${String(err)}`);
-    if (pattern) assert.match((err as ServiceError).details, pattern);
-    return err as ServiceError;
-  }
-  assert.fail(`expected gRPC code ${code}, but the call succeeded`);
-}
 
 describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   let registry: TestRegistry;

@@ -26,6 +26,7 @@ import { after, before, describe, it } from 'node:test';
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { run } from '../../src/exec.js';
 import { TestDaemon, waitFor } from '../harness/daemon.js';
+import { rejectsGrpc } from '../harness/grpc.js';
 import {
   buildLayer,
   busyboxEntries,
@@ -34,13 +35,9 @@ import {
   type PushedImage,
 } from '../harness/images.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
+import { registrySkip as skip } from '../harness/skip.js';
+import type { WireContainer, WireContainerStatus } from '../harness/wire.js';
 
-const skip =
-  process.getuid?.() !== 0
-    ? 'needs root'
-    : !existsSync('/usr/bin/docker-registry')
-      ? 'no docker-registry'
-      : false;
 const SUITE_TIMEOUT_MS = 300_000;
 
 /** critest's framework.DefaultAttempt. */
@@ -61,51 +58,6 @@ const NNP_SOURCE = `#include <stdio.h>
 #include <unistd.h>
 int main(void) { printf("Effective uid: %d\\n", (int)geteuid()); return 0; }
 `;
-
-interface WireMountStatus {
-  container_path: string;
-  host_path: string;
-  readonly: boolean;
-  selinux_relabel: boolean;
-  propagation: string;
-}
-
-interface WireStatus {
-  id: string;
-  metadata: { name: string; attempt: number };
-  state: string;
-  created_at: string;
-  started_at: string;
-  finished_at: string;
-  exit_code: number;
-  reason: string;
-  message: string;
-  image: { image: string; user_specified_image: string } | null;
-  image_ref: string;
-  image_id: string;
-  log_path: string;
-  labels: Record<string, string>;
-  annotations: Record<string, string>;
-  mounts: WireMountStatus[];
-  resources: {
-    linux: {
-      cpu_period: string;
-      cpu_quota: string;
-      cpu_shares: string;
-      memory_limit_in_bytes: string;
-    } | null;
-  } | null;
-  user: { linux: { uid: string; gid: string; supplemental_groups: string[] } | null } | null;
-}
-
-interface WireContainer {
-  id: string;
-  pod_sandbox_id: string;
-  state: string;
-  image_id: string;
-  image_ref: string;
-  labels: Record<string, string>;
-}
 
 interface WireStats {
   attributes: { id: string; metadata: { name: string; attempt: number } } | null;
@@ -135,20 +87,6 @@ interface LogMessage {
 
 /** RFC 3339 with optional fraction, as Go's time.RFC3339Nano parser accepts it. */
 const RFC3339_NANO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
-
-function codeOf(err: unknown): number | undefined {
-  return (err as ServiceError).code;
-}
-
-async function rejects(p: Promise<unknown>): Promise<ServiceError> {
-  try {
-    await p;
-  } catch (err) {
-    assert.ok(codeOf(err) !== undefined, `expected a gRPC error, got ${String(err)}`);
-    return err as ServiceError;
-  }
-  assert.fail('expected the call to fail, but it succeeded');
-}
 
 /** critest's parseCRILog: four space-separated fields, the tag skipped, "\n" appended. */
 function parseCriLog(text: string): LogMessage[] {
@@ -340,20 +278,24 @@ describe(
       return id;
     }
 
-    async function statusOf(id: string, verbose = false): Promise<WireStatus> {
-      return (await daemon.cri.call<{ status: WireStatus }>('ContainerStatus', { container_id: id, verbose }))
-        .status;
+    async function statusOf(id: string, verbose = false): Promise<WireContainerStatus> {
+      return (
+        await daemon.cri.call<{ status: WireContainerStatus }>('ContainerStatus', {
+          container_id: id,
+          verbose,
+        })
+      ).status;
     }
 
-    async function waitState(id: string, state: string, timeoutMs = 20_000): Promise<WireStatus> {
-      let last: WireStatus | null = null;
+    async function waitState(id: string, state: string, timeoutMs = 20_000): Promise<WireContainerStatus> {
+      let last: WireContainerStatus | null = null;
       await waitFor(async () => {
         last = await statusOf(id);
         return last.state === state;
       }, timeoutMs).catch((err: unknown) => {
         throw new Error(`${id} not ${state} (last: ${JSON.stringify(last)}): ${String(err)}`);
       });
-      return last as unknown as WireStatus;
+      return last as unknown as WireContainerStatus;
     }
 
     async function exec(id: string, cmd: string[], timeout = EXEC_TIMEOUT): Promise<Exec> {
@@ -489,7 +431,7 @@ describe(
       it('fails execSync past its timeout and leaves no process of it behind', async () => {
         const id = await runNew(bare, uniq('container-for-execSync-timeout-test-'), { command: TOP });
         const t0 = Date.now();
-        const err = await rejects(exec(id, ['sleep', '4321'], 1));
+        const err = await rejectsGrpc(exec(id, ['sleep', '4321'], 1));
         assert.equal(err.code, status.DEADLINE_EXCEEDED);
         assert.ok(Date.now() - t0 < 10_000);
         // critest's checkSleepCmd is `pgrep sleep || true`; this busybox has no pgrep.
@@ -537,7 +479,7 @@ describe(
       });
 
       it('answers NOT_FOUND for the status of an unknown container, as kubelet checks', async () => {
-        const err = await rejects(statusOf('0'.repeat(64)));
+        const err = await rejectsGrpc(statusOf('0'.repeat(64)));
         assert.equal(err.code, status.NOT_FOUND);
       });
 
@@ -563,7 +505,7 @@ describe(
 
       it('fails execSync in a container that is not running', async () => {
         const id = await create(bare, uniq('container-for-execSync-created-'), { command: TOP });
-        await rejects(exec(id, ['true']));
+        await rejectsGrpc(exec(id, ['true']));
       });
     });
 
@@ -773,7 +715,7 @@ describe(
           { ...mount, readonly: true, recursive_read_only: true, propagation: 'PROPAGATION_BIDIRECTIONAL' },
           { ...mount, readonly: false, recursive_read_only: true },
         ]) {
-          await rejects(create(bare, uniq('test-mount-'), { command: PAUSE, mounts: [bad] }));
+          await rejectsGrpc(create(bare, uniq('test-mount-'), { command: PAUSE, mounts: [bad] }));
         }
         // Status advertises recursive_read_only_mounts (runc's "rro"): the submounts must really be
         // read-only.
@@ -959,7 +901,7 @@ describe(
           messages.some((m) => m.log === '1001:1002\n' && m.stream === 'stdout'),
           JSON.stringify(messages),
         );
-        await rejects(
+        await rejectsGrpc(
           create(bare, uniq('container-with-RunAsGroup-without-RunAsUser-test-'), {
             command: ['sh', '-c', 'echo $(id -u):$(id -g)'],
             linux: { security_context: { run_as_group: { value: '1002' } } },

@@ -9,7 +9,6 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { lstat, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +20,7 @@ import type { Platform } from '../../src/image/types.js';
 import { readMountInfo } from '../../src/netns/mountinfo.js';
 import { hostPlatform } from '../../src/registry/platform.js';
 import { TestDaemon } from '../harness/daemon.js';
+import { rejectsWith } from '../harness/grpc.js';
 import {
   buildLayer,
   busyboxLayer,
@@ -30,14 +30,10 @@ import {
   type Compression,
   type PushedImage,
 } from '../harness/images.js';
+import { parseLog } from '../harness/log.js';
 import { freePort, startRegistry, type TestRegistry } from '../harness/registry.js';
+import { registrySkip as skip } from '../harness/skip.js';
 
-const skip =
-  process.getuid?.() !== 0
-    ? 'needs root'
-    : !existsSync('/usr/bin/docker-registry')
-      ? 'no docker-registry'
-      : false;
 const SUITE_TIMEOUT_MS = 600_000;
 const USER = { username: 'berth', password: 'correct horse battery staple' };
 
@@ -74,9 +70,6 @@ interface ImageFs {
   usedBytes: number;
   inodesUsed: number;
 }
-
-/** One pino line of berthd's stderr. */
-type LogEntry = Record<string, unknown> & { msg?: string };
 
 async function pull(daemon: TestDaemon, image: string, auth?: WireAuth): Promise<string> {
   const req = { image: { image }, ...(auth ? { auth } : {}) };
@@ -135,31 +128,8 @@ async function imageFs(daemon: TestDaemon): Promise<ImageFs> {
   };
 }
 
-/** The call must fail with `code`; returns the error for further checks. */
-async function failsWith(call: Promise<unknown>, code: status): Promise<ServiceError> {
-  try {
-    await call;
-  } catch (err) {
-    const e = err as ServiceError;
-    assert.equal(e.code, code, `expected ${status[code]}, got ${status[e.code]}: ${e.details}`);
-    return e;
-  }
-  return assert.fail(`expected ${status[code]}, the call succeeded`);
-}
-
 function sortById(images: WireImage[]): WireImage[] {
   return [...images].sort((a, b) => a.id.localeCompare(b.id));
-}
-
-function logEntries(output: string): LogEntry[] {
-  return output.split('\n').flatMap((line) => {
-    if (!line.startsWith('{')) return [];
-    try {
-      return [JSON.parse(line) as LogEntry];
-    } catch {
-      return [];
-    }
-  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -513,7 +483,7 @@ describe('CRI ImageService against docker-registry', { skip, timeout: SUITE_TIME
     });
 
     it('without credentials: UNAUTHENTICATED, saying so', async () => {
-      const err = await failsWith(pull(daemon, image.reference), status.UNAUTHENTICATED);
+      const err = await rejectsWith(pull(daemon, image.reference), status.UNAUTHENTICATED);
       assert.match(err.details, /requires credentials|credentials/);
       assert.ok(err.details.includes(authRegistry.host), err.details);
       assert.equal(await imageStatus(daemon, image.reference), null);
@@ -525,12 +495,12 @@ describe('CRI ImageService against docker-registry', { skip, timeout: SUITE_TIME
     });
 
     it('with a wrong password, or none once the registry is known: UNAUTHENTICATED', async () => {
-      const err = await failsWith(
+      const err = await rejectsWith(
         pull(daemon, image.reference, { username: USER.username, password: 'wrong' }),
         status.UNAUTHENTICATED,
       );
       assert.match(err.details, /401|credentials/);
-      await failsWith(pull(daemon, image.reference), status.UNAUTHENTICATED);
+      await rejectsWith(pull(daemon, image.reference), status.UNAUTHENTICATED);
     });
 
     it('with auth = base64("user:pass"): pulled, blobs and all', async () => {
@@ -556,7 +526,7 @@ describe('CRI ImageService against docker-registry', { skip, timeout: SUITE_TIME
       for (let i = 100; i < 200; i++) corrupted[i] = 0xff - (original[i] ?? 0);
       await writeFile(data, corrupted);
 
-      const err = await failsWith(pull(daemon, image.reference), status.UNKNOWN);
+      const err = await rejectsWith(pull(daemon, image.reference), status.UNKNOWN);
       assert.ok(err.details.includes(bad.digest), `error does not name ${bad.digest}: ${err.details}`);
       assert.equal(await imageStatus(daemon, image.reference), null);
       assert.ok(!(await listedIds(daemon)).includes(image.configDigest), 'the image is listed');
@@ -573,7 +543,7 @@ describe('CRI ImageService against docker-registry', { skip, timeout: SUITE_TIME
     });
 
     it('an unknown tag is NOT_FOUND', async () => {
-      const err = await failsWith(pull(daemon, `${registry.host}/berth/busybox:9.9`), status.NOT_FOUND);
+      const err = await rejectsWith(pull(daemon, `${registry.host}/berth/busybox:9.9`), status.NOT_FOUND);
       assert.ok(err.details.includes(`${registry.host}/berth/busybox:9.9`), err.details);
     });
   });
@@ -691,7 +661,7 @@ describe('CRI ImageService against docker-registry', { skip, timeout: SUITE_TIME
       ]);
       assert.deepEqual(ids, [image.configDigest, image.configDigest, image.configDigest]);
 
-      const downloads = logEntries(daemon.output.slice(offset)).filter((e) => e.msg === 'layer downloaded');
+      const downloads = parseLog(daemon.output.slice(offset)).filter((e) => e.msg === 'layer downloaded');
       for (const layer of image.layers) {
         const count = downloads.filter((e) => e.layer === layer.digest).length;
         assert.equal(count, 1, `layer ${layer.digest} downloaded ${count} times`);
@@ -810,11 +780,11 @@ describe('CRI ImageService against docker-registry', { skip, timeout: SUITE_TIME
         [hex(busybox.configDigest), /image id/],
       ];
       for (const [image, problem] of cases) {
-        const err = await failsWith(pull(daemon, image), status.INVALID_ARGUMENT);
+        const err = await rejectsWith(pull(daemon, image), status.INVALID_ARGUMENT);
         assert.match(err.details, /^image\.image: /, `${JSON.stringify(image)}: ${err.details}`);
         assert.match(err.details, problem, `${JSON.stringify(image)}: ${err.details}`);
       }
-      const missing = await failsWith(daemon.cri.callImage('PullImage', {}), status.INVALID_ARGUMENT);
+      const missing = await rejectsWith(daemon.cri.callImage('PullImage', {}), status.INVALID_ARGUMENT);
       assert.match(missing.details, /image\.image/);
     });
 
@@ -832,7 +802,7 @@ describe('CRI ImageService against docker-registry', { skip, timeout: SUITE_TIME
 
     it('ImageStatus and RemoveImage without an image: INVALID_ARGUMENT', async () => {
       for (const rpc of ['ImageStatus', 'RemoveImage']) {
-        const err = await failsWith(daemon.cri.callImage(rpc, {}), status.INVALID_ARGUMENT);
+        const err = await rejectsWith(daemon.cri.callImage(rpc, {}), status.INVALID_ARGUMENT);
         assert.match(err.details, /image\.image/, rpc);
       }
     });
@@ -865,7 +835,7 @@ describe('CRI ImageService against docker-registry', { skip, timeout: SUITE_TIME
       // The layers are all there: a pull downloads nothing.
       offset = daemon.output.length;
       assert.equal(await pull(daemon, busybox.reference), busybox.configDigest);
-      const downloads = logEntries(daemon.output.slice(offset)).filter((e) => e.msg === 'layer downloaded');
+      const downloads = parseLog(daemon.output.slice(offset)).filter((e) => e.msg === 'layer downloaded');
       assert.deepEqual(downloads, []);
       assert.equal((await verboseInfo(daemon, busybox.reference)).layers.length, 3);
     });
@@ -881,7 +851,7 @@ describe('CRI ImageService against docker-registry', { skip, timeout: SUITE_TIME
 
 /** The imageSweep report of the 'state recovered' line in `output`. */
 function recoveredSweep(output: string): unknown {
-  const line = logEntries(output).find((e) => e.msg === 'state recovered');
+  const line = parseLog(output).find((e) => e.msg === 'state recovered');
   assert.ok(line, 'no "state recovered" line');
   return line.imageSweep;
 }

@@ -32,7 +32,7 @@ import { Runc } from '../../src/oci/runc.js';
 import { defaultSeccompProfile } from '../../src/oci/seccomp.js';
 import type { Spec } from '../../src/oci/spec.js';
 import { resolveUser } from '../../src/oci/user.js';
-import type { SandboxSpec } from '../../src/sandbox/types.js';
+import { containerSecurity, containerSpec, sandboxSpec } from '../harness/container-spec.js';
 
 const suffix = randomBytes(4).toString('hex');
 const base = `/run/berth-test-mounts-${suffix}`;
@@ -128,81 +128,31 @@ async function writeBundle(id: string, spec: Spec): Promise<string> {
   return dir;
 }
 
-function security(over: Partial<ContainerSecurity> = {}): ContainerSecurity {
-  return {
-    addCapabilities: [],
-    dropCapabilities: [],
-    addAmbientCapabilities: [],
-    privileged: false,
+/** Like the pod's: its pid namespace shared, no AppArmor profile. */
+function podSecurity(over: Partial<ContainerSecurity> = {}): ContainerSecurity {
+  return containerSecurity({
     namespaces: { network: 'POD', pid: 'POD', ipc: 'POD', targetId: '' },
-    runAsUser: null,
-    runAsUsername: '',
-    runAsGroup: null,
-    readonlyRootfs: false,
-    supplementalGroups: [],
-    noNewPrivs: false,
-    maskedPaths: null,
-    readonlyPaths: null,
-    seccomp: { kind: 'RuntimeDefault' },
     apparmor: { kind: 'Unconfined' },
     ...over,
-  };
+  });
 }
 
-function containerSpec(command: string[], over: Partial<ContainerSpec> = {}): ContainerSpec {
-  return {
+function commandSpec(command: string[], over: Partial<ContainerSpec> = {}): ContainerSpec {
+  return containerSpec({
     metadata: { name: 'test', attempt: 0 },
     image: 'busybox',
-    userSpecifiedImage: '',
     command,
-    args: [],
-    workingDir: '',
-    envs: [],
-    mounts: [],
-    devices: [],
-    labels: {},
-    annotations: {},
-    logPath: '',
-    stdin: false,
-    stdinOnce: false,
-    tty: false,
-    resources: {
-      cpuPeriod: 0,
-      cpuQuota: 0,
-      cpuShares: 0,
-      memoryLimitBytes: 0,
-      oomScoreAdj: 0,
-      cpusetCpus: '',
-      cpusetMems: '',
-      hugepageLimits: [],
-      unified: {},
-      memorySwapLimitBytes: 0,
-    },
-    security: security(),
+    security: podSecurity(),
     ...over,
-  };
+  });
 }
 
-const sandbox: SandboxSpec = {
+const sandbox = sandboxSpec({
   metadata: { name: 'pod', uid: 'uid', namespace: 'ns', attempt: 0 },
   hostname: 'berth-pod',
-  logDirectory: '',
-  dnsConfig: null,
-  portMappings: [],
-  labels: {},
-  annotations: {},
-  runtimeHandler: '',
   cgroupParent,
-  sysctls: {},
   namespaces: { network: 'POD', pid: 'POD', ipc: 'POD', targetId: '' },
-  security: {
-    runAsUser: null,
-    runAsGroup: null,
-    supplementalGroups: [],
-    privileged: false,
-    readonlyRootfs: false,
-  },
-};
+});
 
 /** The spec the way src/container/prepare.ts makes it: user, mounts and devices resolved first. */
 async function specFor(
@@ -279,7 +229,7 @@ test('a container joins the infra pid, ipc, uts and net namespaces, with its own
   const id = `berth-mounts-join-${suffix}`;
   const links = ['pid', 'ipc', 'uts', 'net', 'mnt'].map((ns) => `readlink /proc/self/ns/${ns}`);
   const script = [...links, 'hostname', 'cat /proc/1/cmdline', 'echo', 'cat /etc/hostname'].join('; ');
-  const out = await runOnce(id, await specFor(id, containerSpec(['sh', '-c', script])));
+  const out = await runOnce(id, await specFor(id, commandSpec(['sh', '-c', script])));
   const [pid, ipc, uts, net, mnt, hostname, pid1, etcHostname] = out.trim().split('\n');
   assert.equal(pid, await readlink(`/proc/${infraPid}/ns/pid`));
   assert.equal(ipc, await readlink(`/proc/${infraPid}/ns/ipc`));
@@ -301,7 +251,7 @@ test('the RuntimeDefault seccomp profile loads, allows ordinary work and denies 
     'cat /proc/self/status',
   ].join('; ');
   const confined = `berth-mounts-seccomp-${suffix}`;
-  const out = await runOnce(confined, await specFor(confined, containerSpec(['sh', '-c', script])));
+  const out = await runOnce(confined, await specFor(confined, commandSpec(['sh', '-c', script])));
   assert.match(out, /^true=0$/m);
   assert.match(out, /^linux32=0$/m, 'personality(PER_LINUX32) is allowed');
   assert.match(out, /^linux64=0$/m);
@@ -313,7 +263,7 @@ test('the RuntimeDefault seccomp profile loads, allows ordinary work and denies 
   const open = `berth-mounts-noseccomp-${suffix}`;
   const control = await runOnce(
     open,
-    await specFor(open, containerSpec(['sh', '-c', script]), { seccomp: null }),
+    await specFor(open, commandSpec(['sh', '-c', script]), { seccomp: null }),
   );
   assert.match(control, /^unshare=0$/m);
   assert.match(control, /^Seccomp:\s+0$/m);
@@ -339,8 +289,8 @@ test('BIDIRECTIONAL: a mount made in a privileged container appears on the host'
 
   const id = `berth-mounts-bidi-${suffix}`;
   const script = 'mkdir -p /vol/sub && mount -t tmpfs tmpfs /vol/sub && echo from-container > /vol/sub/file';
-  const privileged = security({ privileged: true });
-  const spec = await specFor(id, containerSpec(['sh', '-c', script], { mounts: [m], security: privileged }));
+  const privileged = podSecurity({ privileged: true });
+  const spec = await specFor(id, commandSpec(['sh', '-c', script], { mounts: [m], security: privileged }));
   assert.equal(spec.linux?.rootfsPropagation, 'rshared');
   await runOnce(id, spec);
   assert.equal(await readFile(join(vol, 'data', 'sub', 'file'), 'utf8'), 'from-container\n');
@@ -348,8 +298,8 @@ test('BIDIRECTIONAL: a mount made in a privileged container appears on the host'
 
 test('privileged spec: all capabilities and host devices', async () => {
   const id = `berth-mounts-priv-${suffix}`;
-  const privileged = containerSpec(['sh', '-c', 'cat /proc/self/status; ls /dev'], {
-    security: security({ privileged: true }),
+  const privileged = commandSpec(['sh', '-c', 'cat /proc/self/status; ls /dev'], {
+    security: podSecurity({ privileged: true }),
   });
   const spec = await specFor(id, privileged);
   assert.ok((spec.linux?.devices?.length ?? 0) > 0);
@@ -372,7 +322,7 @@ test('HOST_TO_CONTAINER sees later host mounts; PRIVATE does not', async () => {
     mount('/priv', missing),
   ];
   const id = `berth-mounts-h2c-${suffix}`;
-  const spec = await specFor(id, containerSpec(['sleep', '1000'], { mounts }));
+  const spec = await specFor(id, commandSpec(['sleep', '1000'], { mounts }));
   assert.equal(spec.linux?.rootfsPropagation, 'rslave');
   assert.ok(
     (await mountInfoFor(vol)).some((f) => f.startsWith('shared:')),
@@ -405,7 +355,7 @@ test('recursive read-only: a submount of a readonly mount is read-only too with 
   const script =
     'touch /rro/sub/a 2>&1; echo rro=$?; touch /ro/sub/b; echo ro=$?; touch /ro/c 2>/dev/null; echo top=$?';
   const id = `berth-mounts-rro-${suffix}`;
-  const out = await runOnce(id, await specFor(id, containerSpec(['sh', '-c', script], { mounts })));
+  const out = await runOnce(id, await specFor(id, commandSpec(['sh', '-c', script], { mounts })));
   assert.match(out, /Read-only file system/);
   assert.match(out, /^rro=1$/m);
   assert.match(out, /^ro=0$/m, 'plain ro leaves submounts writable');

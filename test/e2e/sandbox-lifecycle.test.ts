@@ -7,12 +7,13 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { status, type ServiceError } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import Database from 'better-sqlite3';
 import { run } from '../../src/exec.js';
 import { isMounted, nsInode } from '../../src/netns/index.js';
 import { isRunning } from '../../src/process/index.js';
 import { podConfig, TestDaemon, waitFor } from '../harness/daemon.js';
+import { rejectsWith } from '../harness/grpc.js';
 
 const T = 20_000;
 
@@ -141,15 +142,6 @@ async function procCmdline(pid: number): Promise<string[]> {
 
 async function waitGone(pid: number): Promise<void> {
   await waitFor(async () => !(await isRunning(pid)), 5_000);
-}
-
-async function rejectsWith(call: Promise<unknown>, code: status, detail: string): Promise<void> {
-  await assert.rejects(call, (thrown: unknown) => {
-    const err = thrown as ServiceError;
-    assert.equal(status[err.code], status[code], `unexpected code; details: ${err.details}`);
-    assert.ok(err.details.includes(detail), `details "${err.details}" should name ${detail}`);
-    return true;
-  });
 }
 
 function inTestSubnet(ip: string): boolean {

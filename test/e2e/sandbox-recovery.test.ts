@@ -10,15 +10,16 @@ import { existsSync } from 'node:fs';
 import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import type { ServiceError } from '@grpc/grpc-js';
 import Database from 'better-sqlite3';
 import { run } from '../../src/exec.js';
 import { isMounted } from '../../src/netns/index.js';
 import { readMountInfo } from '../../src/netns/mountinfo.js';
 import { isRunning } from '../../src/process/index.js';
 import { FIXTURES, TestDaemon, podConfig, waitFor } from '../harness/daemon.js';
+import { rejectsGrpc } from '../harness/grpc.js';
+import { assertLogged, startAndLog, type LogEntry } from '../harness/log.js';
+import { rootSkip as skip } from '../harness/skip.js';
 
-const skip = process.getuid?.() !== 0 ? 'needs root' : false;
 const SUITE_TIMEOUT_MS = 300_000;
 /** Every step RunPodSandbox can be paused before, in the order it takes them. */
 const PAUSE_STEPS = ['netns', 'cni-add', 'infra-create', 'infra-start'] as const;
@@ -51,9 +52,6 @@ interface RowSummary {
   pid: number;
 }
 
-/** One pino line of berthd's stderr. */
-type LogEntry = Record<string, unknown> & { msg?: string };
-
 // ---------------------------------------------------------------------------------------------
 // Talking to the daemon
 
@@ -82,51 +80,9 @@ async function stopAndRemove(daemon: TestDaemon, id: string): Promise<void> {
   await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: id });
 }
 
-/** Awaits an rpc that must fail and returns its grpc error. */
-async function rpcError(call: Promise<unknown>): Promise<ServiceError> {
-  try {
-    await call;
-  } catch (err) {
-    assert.ok(err instanceof Error && 'details' in err, `not a grpc error: ${String(err)}`);
-    return err as ServiceError;
-  }
-  assert.fail('the rpc succeeded');
-}
-
-/**
- * Starts the daemon and returns what it logged during this start-up (its recovery included).
- * TestDaemon.start() alone can return before the new daemon serves: after a kill -9 the old
- * socket file is still there and `output` already holds an earlier "serving CRI".
- */
-async function startAndLog(daemon: TestDaemon, env: Record<string, string> = {}): Promise<LogEntry[]> {
-  const mark = daemon.output.length;
-  await daemon.start(env);
-  await waitFor(async () => daemon.output.includes('"serving CRI"', mark), 30_000);
-  return parseLog(daemon.output.slice(mark));
-}
-
 async function restart(daemon: TestDaemon, env: Record<string, string> = {}): Promise<LogEntry[]> {
   await daemon.stop();
-  return startAndLog(daemon, env);
-}
-
-function parseLog(text: string): LogEntry[] {
-  const entries: LogEntry[] = [];
-  for (const line of text.split('\n')) {
-    if (!line.startsWith('{')) continue;
-    try {
-      entries.push(JSON.parse(line) as LogEntry);
-    } catch {
-      // A line cut by a kill: not a log entry.
-    }
-  }
-  return entries;
-}
-
-function assertLogged(log: LogEntry[], msg: string, fields: Record<string, unknown> = {}): void {
-  const found = log.some((e) => e.msg === msg && Object.entries(fields).every(([k, v]) => e[k] === v));
-  const wanted = JSON.stringify({ msg, ...fields });
-  assert.ok(found, `no log line ${wanted} in:\n${log.map((e) => JSON.stringify(e)).join('\n')}`);
+  return (await startAndLog(daemon, env)).log;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -289,7 +245,7 @@ describe('restarts keep running pods', { skip, timeout: SUITE_TIMEOUT_MS }, () =
     await d.kill9();
     await killProcess(pid);
 
-    const log = await startAndLog(d);
+    const { log } = await startAndLog(d);
 
     const { status, info } = await podStatus(d, id);
     assert.equal(status.state, 'SANDBOX_NOTREADY');
@@ -309,7 +265,7 @@ describe('a CNI plugin that fails ADD', { skip, timeout: SUITE_TIMEOUT_MS }, () 
 
   test('fails RunPodSandbox naming the step and the plugin, and leaves nothing', async () => {
     const d = daemon();
-    const err = await rpcError(d.cri.call('RunPodSandbox', { config: podConfig(`fail-${hex()}`) }));
+    const err = await rejectsGrpc(d.cri.call('RunPodSandbox', { config: podConfig(`fail-${hex()}`) }));
     assert.match(err.details, /refused by fixture/);
     assert.match(err.details, /\bcni-add\b/);
     assert.match(err.details, /berth-test-fail/);
@@ -376,7 +332,7 @@ describe('kill -9 in the middle of RunPodSandbox', { skip, timeout: SUITE_TIMEOU
       assert.ok((await pending) instanceof Error, 'the paused RunPodSandbox succeeded');
       await rm(pauseFile);
 
-      const log = await startAndLog(d);
+      const { log } = await startAndLog(d);
       assertLogged(log, 'rolled back a RunPodSandbox interrupted by a daemon exit', { sandbox: row.id });
       await assertNothingLeft(d);
 
@@ -423,7 +379,7 @@ for (const [fate, reboot] of pinFates) {
       }
       await d.forgetBoot();
 
-      const log = await startAndLog(d);
+      const { log } = await startAndLog(d);
 
       assertLogged(log, 'first start since boot: pod processes and netns mounts are gone');
       for (const id of ids) {
@@ -439,7 +395,7 @@ for (const [fate, reboot] of pinFates) {
 
       // A second start in the same boot is no reboot.
       await d.kill9();
-      const again = await startAndLog(d);
+      const { log: again } = await startAndLog(d);
       assert.ok(!again.some((e) => e.msg?.startsWith('first start since boot')), 'reboot detected twice');
 
       for (const id of ids) await d.cri.call('RemovePodSandbox', { pod_sandbox_id: id });
@@ -474,7 +430,7 @@ describe('orphans', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     const foreign = join(d.netnsDir, `other-${hex()}`);
     await writeFile(foreign, '');
 
-    const log = await startAndLog(d);
+    const { log } = await startAndLog(d);
 
     const lostNetns = join(d.netnsDir, `berth-${lost}`);
     for (const path of [orphanNetns, lostNetns]) {
@@ -551,7 +507,7 @@ describe('a CNI DEL that fails', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.equal(await flakyDels(id), 0);
     await writeFile(failDelFile, '');
 
-    const stopErr = await rpcError(d.cri.call('StopPodSandbox', { pod_sandbox_id: id }));
+    const stopErr = await rejectsGrpc(d.cri.call('StopPodSandbox', { pod_sandbox_id: id }));
     assert.match(stopErr.details, /\bcni-del\b/);
     assert.match(stopErr.details, /berth-test-flaky: DEL refused/);
     assert.equal(await flakyDels(id), 1);
@@ -562,7 +518,7 @@ describe('a CNI DEL that fails', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.equal(now.status.state, 'SANDBOX_NOTREADY');
     assert.equal(now.info.networkState, 'READY', 'a failed DEL marked the network torn down');
 
-    const removeErr = await rpcError(d.cri.call('RemovePodSandbox', { pod_sandbox_id: id }));
+    const removeErr = await rejectsGrpc(d.cri.call('RemovePodSandbox', { pod_sandbox_id: id }));
     assert.match(removeErr.details, /berth-test-flaky: DEL refused/);
     assert.equal(await flakyDels(id), 2, 'Remove did not retry the DEL');
     assert.deepEqual(

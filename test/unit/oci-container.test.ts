@@ -3,8 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ContainerMount, ContainerSecurity, ContainerSpec } from '../../src/container/types.js';
-import type { SandboxSpec } from '../../src/sandbox/types.js';
+import type { ContainerMount, ContainerSpec } from '../../src/container/types.js';
 import {
   allCapabilities,
   capabilitiesInMask,
@@ -25,85 +24,9 @@ import { mountContaining, propagationSatisfied, resolveMounts } from '../../src/
 import { parseMountInfo, type MountInfoEntry } from '../../src/netns/mountinfo.js';
 import { DEFAULT_CAPABILITIES, DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS } from '../../src/oci/infra.js';
 import type { Mount } from '../../src/oci/spec.js';
+import { containerSecurity, containerSpec, sandboxSpec } from '../harness/container-spec.js';
 
-function security(over: Partial<ContainerSecurity> = {}): ContainerSecurity {
-  return {
-    addCapabilities: [],
-    dropCapabilities: [],
-    addAmbientCapabilities: [],
-    privileged: false,
-    namespaces: { network: 'POD', pid: 'CONTAINER', ipc: 'POD', targetId: '' },
-    runAsUser: null,
-    runAsUsername: '',
-    runAsGroup: null,
-    readonlyRootfs: false,
-    supplementalGroups: [],
-    noNewPrivs: false,
-    maskedPaths: null,
-    readonlyPaths: null,
-    seccomp: { kind: 'RuntimeDefault' },
-    apparmor: { kind: 'RuntimeDefault' },
-    ...over,
-  };
-}
-
-function containerSpec(
-  over: Partial<ContainerSpec> = {},
-  sec: Partial<ContainerSecurity> = {},
-): ContainerSpec {
-  return {
-    metadata: { name: 'app', attempt: 0 },
-    image: 'docker.io/library/busybox:latest',
-    userSpecifiedImage: '',
-    command: [],
-    args: [],
-    workingDir: '',
-    envs: [],
-    mounts: [],
-    devices: [],
-    labels: {},
-    annotations: {},
-    logPath: '',
-    stdin: false,
-    stdinOnce: false,
-    tty: false,
-    resources: {
-      cpuPeriod: 0,
-      cpuQuota: 0,
-      cpuShares: 0,
-      memoryLimitBytes: 0,
-      oomScoreAdj: 0,
-      cpusetCpus: '',
-      cpusetMems: '',
-      hugepageLimits: [],
-      unified: {},
-      memorySwapLimitBytes: 0,
-    },
-    security: security(sec),
-    ...over,
-  };
-}
-
-const sandbox: SandboxSpec = {
-  metadata: { name: 'pod-a', uid: 'uid-1', namespace: 'ns-1', attempt: 0 },
-  hostname: 'pod-a-host',
-  logDirectory: '',
-  dnsConfig: null,
-  portMappings: [],
-  labels: {},
-  annotations: {},
-  runtimeHandler: '',
-  cgroupParent: '',
-  sysctls: {},
-  namespaces: { network: 'POD', pid: 'CONTAINER', ipc: 'POD', targetId: '' },
-  security: {
-    runAsUser: null,
-    runAsGroup: null,
-    supplementalGroups: [],
-    privileged: false,
-    readonlyRootfs: false,
-  },
-};
+const sandbox = sandboxSpec();
 
 function input(spec: ContainerSpec, over: Partial<ContainerSpecInput> = {}): ContainerSpecInput {
   return {
@@ -223,7 +146,7 @@ test('process: cwd, terminal, user, oom score, no new privs', () => {
 const ALL = KNOWN_CAPABILITIES;
 
 test('capabilities: the runtime default set', () => {
-  const caps = effectiveCapabilities(security(), ALL);
+  const caps = effectiveCapabilities(containerSecurity(), ALL);
   assert.deepEqual(new Set(caps), new Set(DEFAULT_CAPABILITIES));
   const out = buildContainerSpec(input(containerSpec()));
   assert.deepEqual(new Set(out.process?.capabilities?.bounding), new Set(DEFAULT_CAPABILITIES));
@@ -235,7 +158,7 @@ test('capabilities: the runtime default set', () => {
 
 test('capabilities: add and drop, with or without CAP_ prefix, any case', () => {
   const caps = effectiveCapabilities(
-    security({
+    containerSecurity({
       addCapabilities: ['NET_ADMIN', 'CAP_SYS_TIME', 'sys_nice'],
       dropCapabilities: ['KILL', 'CAP_CHOWN'],
     }),
@@ -251,17 +174,17 @@ test('capabilities: add and drop, with or without CAP_ prefix, any case', () => 
 
 test('capabilities: drop ALL then add gives exactly the adds', () => {
   const caps = effectiveCapabilities(
-    security({ dropCapabilities: ['ALL'], addCapabilities: ['NET_BIND_SERVICE'] }),
+    containerSecurity({ dropCapabilities: ['ALL'], addCapabilities: ['NET_BIND_SERVICE'] }),
     ALL,
   );
   assert.deepEqual(caps, ['CAP_NET_BIND_SERVICE']);
-  assert.deepEqual(effectiveCapabilities(security({ dropCapabilities: ['ALL'] }), ALL), []);
+  assert.deepEqual(effectiveCapabilities(containerSecurity({ dropCapabilities: ['ALL'] }), ALL), []);
 });
 
 test('capabilities: add ALL gives every capability, minus named drops', () => {
-  assert.deepEqual(effectiveCapabilities(security({ addCapabilities: ['ALL'] }), ALL), [...ALL]);
+  assert.deepEqual(effectiveCapabilities(containerSecurity({ addCapabilities: ['ALL'] }), ALL), [...ALL]);
   const caps = effectiveCapabilities(
-    security({ addCapabilities: ['ALL'], dropCapabilities: ['SYS_ADMIN'] }),
+    containerSecurity({ addCapabilities: ['ALL'], dropCapabilities: ['SYS_ADMIN'] }),
     ALL,
   );
   assert.equal(caps.length, ALL.length - 1);
@@ -269,18 +192,18 @@ test('capabilities: add ALL gives every capability, minus named drops', () => {
   // A capability both added and dropped is dropped.
   assert.ok(
     !effectiveCapabilities(
-      security({ addCapabilities: ['SYS_ADMIN'], dropCapabilities: ['SYS_ADMIN'] }),
+      containerSecurity({ addCapabilities: ['SYS_ADMIN'], dropCapabilities: ['SYS_ADMIN'] }),
       ALL,
     ).includes('CAP_SYS_ADMIN'),
   );
 });
 
 test('capabilities: an unknown name names its field', () => {
-  assert.throws(() => effectiveCapabilities(security({ addCapabilities: ['NOT_A_CAP'] }), ALL), {
+  assert.throws(() => effectiveCapabilities(containerSecurity({ addCapabilities: ['NOT_A_CAP'] }), ALL), {
     name: 'InvalidArgumentError',
     field: 'config.linux.security_context.capabilities.add_capabilities',
   });
-  assert.throws(() => effectiveCapabilities(security({ dropCapabilities: ['CAP_NOPE'] }), ALL), {
+  assert.throws(() => effectiveCapabilities(containerSecurity({ dropCapabilities: ['CAP_NOPE'] }), ALL), {
     name: 'InvalidArgumentError',
     field: 'config.linux.security_context.capabilities.drop_capabilities',
   });

@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ContainerSecurity } from '../../src/container/types.js';
 import { parseGroup, parsePasswd, readInRoot, resolveInRoot, resolveUser } from '../../src/oci/user.js';
+import { containerSecurity } from '../harness/container-spec.js';
 
 const PASSWD = [
   'root:x:0:0:root:/root:/bin/sh',
@@ -33,27 +33,6 @@ let image = '';
 let linked = '';
 /** An image with no /etc at all. */
 let empty = '';
-
-function security(over: Partial<ContainerSecurity> = {}): ContainerSecurity {
-  return {
-    addCapabilities: [],
-    dropCapabilities: [],
-    addAmbientCapabilities: [],
-    privileged: false,
-    namespaces: { network: 'POD', pid: 'CONTAINER', ipc: 'POD', targetId: '' },
-    runAsUser: null,
-    runAsUsername: '',
-    runAsGroup: null,
-    readonlyRootfs: false,
-    supplementalGroups: [],
-    noNewPrivs: false,
-    maskedPaths: null,
-    readonlyPaths: null,
-    seccomp: { kind: 'RuntimeDefault' },
-    apparmor: { kind: 'RuntimeDefault' },
-    ...over,
-  };
-}
 
 before(async () => {
   base = await mkdtemp(join(tmpdir(), 'berth-user-'));
@@ -104,12 +83,16 @@ test('parsePasswd and parseGroup skip comments and malformed lines', () => {
 });
 
 test('no user anywhere: root, with root group memberships', async () => {
-  assert.deepEqual(await resolveUser(image, security(), undefined), { uid: 0, gid: 0, additionalGids: [10] });
-  assert.deepEqual(await resolveUser(empty, security(), ''), { uid: 0, gid: 0, additionalGids: [] });
+  assert.deepEqual(await resolveUser(image, containerSecurity(), undefined), {
+    uid: 0,
+    gid: 0,
+    additionalGids: [10],
+  });
+  assert.deepEqual(await resolveUser(empty, containerSecurity(), ''), { uid: 0, gid: 0, additionalGids: [] });
 });
 
 test('image User "uid": gid and groups from its passwd entry', async () => {
-  assert.deepEqual(await resolveUser(image, security(), '1000'), {
+  assert.deepEqual(await resolveUser(image, containerSecurity(), '1000'), {
     uid: 1000,
     gid: 1001,
     additionalGids: [50, 44],
@@ -117,26 +100,30 @@ test('image User "uid": gid and groups from its passwd entry', async () => {
 });
 
 test('image User of a uid not in passwd: gid 0', async () => {
-  assert.deepEqual(await resolveUser(image, security(), '4000'), { uid: 4000, gid: 0, additionalGids: [] });
+  assert.deepEqual(await resolveUser(image, containerSecurity(), '4000'), {
+    uid: 4000,
+    gid: 0,
+    additionalGids: [],
+  });
 });
 
 test('image User "name", "uid:gid", "name:group", "uid:group"', async () => {
-  assert.deepEqual(await resolveUser(image, security(), 'app'), {
+  assert.deepEqual(await resolveUser(image, containerSecurity(), 'app'), {
     uid: 1000,
     gid: 1001,
     additionalGids: [50, 44],
   });
-  assert.deepEqual(await resolveUser(image, security(), '1000:50'), {
+  assert.deepEqual(await resolveUser(image, containerSecurity(), '1000:50'), {
     uid: 1000,
     gid: 50,
     additionalGids: [44],
   });
-  assert.deepEqual(await resolveUser(image, security(), 'app:video'), {
+  assert.deepEqual(await resolveUser(image, containerSecurity(), 'app:video'), {
     uid: 1000,
     gid: 44,
     additionalGids: [50],
   });
-  assert.deepEqual(await resolveUser(image, security(), '5000:staff'), {
+  assert.deepEqual(await resolveUser(image, containerSecurity(), '5000:staff'), {
     uid: 5000,
     gid: 50,
     additionalGids: [],
@@ -144,21 +131,23 @@ test('image User "name", "uid:gid", "name:group", "uid:group"', async () => {
 });
 
 test('image User naming a missing user or group is FailedPrecondition', async () => {
-  await assert.rejects(resolveUser(image, security(), 'ghost'), {
+  await assert.rejects(resolveUser(image, containerSecurity(), 'ghost'), {
     name: 'FailedPreconditionError',
     message: `user "ghost" not found in the image's /etc/passwd`,
   });
-  await assert.rejects(resolveUser(image, security(), 'app:ghosts'), { name: 'FailedPreconditionError' });
-  await assert.rejects(resolveUser(empty, security(), 'app'), { name: 'FailedPreconditionError' });
+  await assert.rejects(resolveUser(image, containerSecurity(), 'app:ghosts'), {
+    name: 'FailedPreconditionError',
+  });
+  await assert.rejects(resolveUser(empty, containerSecurity(), 'app'), { name: 'FailedPreconditionError' });
 });
 
 test('run_as_user wins over the image User, group part included', async () => {
-  assert.deepEqual(await resolveUser(image, security({ runAsUser: 1 }), 'app:video'), {
+  assert.deepEqual(await resolveUser(image, containerSecurity({ runAsUser: 1 }), 'app:video'), {
     uid: 1,
     gid: 1,
     additionalGids: [50],
   });
-  assert.deepEqual(await resolveUser(image, security({ runAsUser: 1234 }), 'app'), {
+  assert.deepEqual(await resolveUser(image, containerSecurity({ runAsUser: 1234 }), 'app'), {
     uid: 1234,
     gid: 0,
     additionalGids: [],
@@ -166,24 +155,27 @@ test('run_as_user wins over the image User, group part included', async () => {
 });
 
 test('run_as_username resolves in passwd; missing is InvalidArgument on its field', async () => {
-  assert.deepEqual(await resolveUser(image, security({ runAsUsername: 'app' }), '1'), {
+  assert.deepEqual(await resolveUser(image, containerSecurity({ runAsUsername: 'app' }), '1'), {
     uid: 1000,
     gid: 1001,
     additionalGids: [50, 44],
   });
-  await assert.rejects(resolveUser(image, security({ runAsUsername: 'ghost' }), undefined), {
+  await assert.rejects(resolveUser(image, containerSecurity({ runAsUsername: 'ghost' }), undefined), {
     name: 'InvalidArgumentError',
     field: 'config.linux.security_context.run_as_username',
   });
 });
 
 test('run_as_group overrides, and supplemental groups add without duplicates or the primary', async () => {
-  assert.deepEqual(await resolveUser(image, security({ runAsUser: 1000, runAsGroup: 44 }), undefined), {
-    uid: 1000,
-    gid: 44,
-    additionalGids: [50],
-  });
-  const sec = security({ runAsUser: 1000, supplementalGroups: [1234, 50, 5678, 1001] });
+  assert.deepEqual(
+    await resolveUser(image, containerSecurity({ runAsUser: 1000, runAsGroup: 44 }), undefined),
+    {
+      uid: 1000,
+      gid: 44,
+      additionalGids: [50],
+    },
+  );
+  const sec = containerSecurity({ runAsUser: 1000, supplementalGroups: [1234, 50, 5678, 1001] });
   assert.deepEqual(await resolveUser(image, sec, undefined), {
     uid: 1000,
     gid: 1001,
@@ -196,12 +188,12 @@ test('symlinks in the image resolve inside the rootfs, absolute or with ..', asy
   assert.equal(resolved, join(linked, 'data', 'passwd'));
   assert.equal(await resolveInRoot(linked, '/etc/group'), join(linked, 'data', 'group'));
   assert.equal(await resolveInRoot(linked, '/../../etc/missing/x'), join(linked, 'etc', 'missing', 'x'));
-  assert.deepEqual(await resolveUser(linked, security(), 'inside'), {
+  assert.deepEqual(await resolveUser(linked, containerSecurity(), 'inside'), {
     uid: 4242,
     gid: 4343,
     additionalGids: [777],
   });
-  await assert.rejects(resolveUser(linked, security(), 'evil'), { name: 'FailedPreconditionError' });
+  await assert.rejects(resolveUser(linked, containerSecurity(), 'evil'), { name: 'FailedPreconditionError' });
 });
 
 test('a symlink loop is an error, a missing file reads as empty', async () => {

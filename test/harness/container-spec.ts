@@ -1,0 +1,96 @@
+/**
+ * Domain specs for tests of what is built from them (OCI specs, users): the plainest container
+ * and pod, each field overridable. A test's own defaults go in its overrides.
+ */
+import type { ContainerResources, ContainerSecurity, ContainerSpec } from '../../src/container/types.js';
+import type { SandboxSpec } from '../../src/sandbox/types.js';
+
+/** No limits at all: every number 0, no cpusets, hugepages or unified entries. */
+export function emptyResources(): ContainerResources {
+  return {
+    cpuPeriod: 0,
+    cpuQuota: 0,
+    cpuShares: 0,
+    memoryLimitBytes: 0,
+    oomScoreAdj: 0,
+    cpusetCpus: '',
+    cpusetMems: '',
+    hugepageLimits: [],
+    unified: {},
+    memorySwapLimitBytes: 0,
+  };
+}
+
+/** Unprivileged, the pod's network and IPC, a pid namespace of its own, runtime-default profiles. */
+export function containerSecurity(over: Partial<ContainerSecurity> = {}): ContainerSecurity {
+  return {
+    addCapabilities: [],
+    dropCapabilities: [],
+    addAmbientCapabilities: [],
+    privileged: false,
+    namespaces: { network: 'POD', pid: 'CONTAINER', ipc: 'POD', targetId: '' },
+    runAsUser: null,
+    runAsUsername: '',
+    runAsGroup: null,
+    readonlyRootfs: false,
+    supplementalGroups: [],
+    noNewPrivs: false,
+    maskedPaths: null,
+    readonlyPaths: null,
+    seccomp: { kind: 'RuntimeDefault' },
+    apparmor: { kind: 'RuntimeDefault' },
+    ...over,
+  };
+}
+
+/** Container "app" of busybox, no command, env, mounts or limits; `security` goes to containerSecurity. */
+export function containerSpec(
+  over: Partial<ContainerSpec> = {},
+  security: Partial<ContainerSecurity> = {},
+): ContainerSpec {
+  return {
+    metadata: { name: 'app', attempt: 0 },
+    image: 'docker.io/library/busybox:latest',
+    userSpecifiedImage: '',
+    command: [],
+    args: [],
+    workingDir: '',
+    envs: [],
+    mounts: [],
+    devices: [],
+    labels: {},
+    annotations: {},
+    logPath: '',
+    stdin: false,
+    stdinOnce: false,
+    tty: false,
+    resources: emptyResources(),
+    security: containerSecurity(security),
+    ...over,
+  };
+}
+
+/** Pod "pod-a": no DNS config, ports, cgroup parent or sysctls; the namespaces containerSecurity has. */
+export function sandboxSpec(over: Partial<SandboxSpec> = {}): SandboxSpec {
+  return {
+    metadata: { name: 'pod-a', uid: 'uid-1', namespace: 'ns-1', attempt: 0 },
+    hostname: 'pod-a-host',
+    logDirectory: '',
+    dnsConfig: null,
+    portMappings: [],
+    labels: {},
+    annotations: {},
+    runtimeHandler: '',
+    cgroupParent: '',
+    sysctls: {},
+    namespaces: { network: 'POD', pid: 'CONTAINER', ipc: 'POD', targetId: '' },
+    security: {
+      runAsUser: null,
+      runAsGroup: null,
+      supplementalGroups: [],
+      privileged: false,
+      readonlyRootfs: false,
+    },
+    ...over,
+  };
+}
