@@ -44,6 +44,8 @@ import type {
 } from './types.js';
 
 /** Per stream: enough for any probe or `crictl exec -s`, bounded so a chatty command cannot exhaust berthd (CVE-2022-1708). */
+type ImageName = ReturnType<ImageService['nameOf']>;
+
 export const EXEC_SYNC_OUTPUT_CAP = 16 * 1024 * 1024;
 /** After SIGKILL a process is gone within milliseconds unless the kernel is stuck (D state). */
 const KILL_WAIT_MS = 10_000;
@@ -345,11 +347,12 @@ export class ContainerService {
       );
       rows = rows.filter((row) => sandboxIds.has(row.sandboxId));
     }
+    const images = new Map<string, ImageName>();
     return rows
       .filter((row) => row.state !== 'CREATING')
       .filter((row) => !filter.state || stateName(row) === filter.state)
       .filter((row) => matchesLabels(this.specOf(row).labels, filter.labelSelector))
-      .map((row) => this.toView(row));
+      .map((row) => this.toView(row, images));
   }
 
   async updateResources(idOrPrefix: string, resources: ContainerResources): Promise<void> {
@@ -500,16 +503,22 @@ export class ContainerService {
     return config.config?.StopSignal || 'SIGTERM';
   }
 
-  private toView(row: ContainerRow): ContainerView {
+  /** `images` memoises image names across one listing: containers share a few images. */
+  private toView(row: ContainerRow, images?: Map<string, ImageName>): ContainerView {
     const spec = this.specOf(row);
+    let image = images?.get(row.imageId);
+    if (!image) {
+      image = this.deps.images.nameOf(row.imageId);
+      images?.set(row.imageId, image);
+    }
     const user = JSON.parse(row.userJson) as { uid?: number; gid?: number; additionalGids?: number[] };
     return {
       id: row.id,
       podSandboxId: row.sandboxId,
       metadata: spec.metadata,
-      image: spec.userSpecifiedImage || this.deps.images.firstTag(row.imageId) || spec.image,
+      image: spec.userSpecifiedImage || image.firstTag || spec.image,
       userSpecifiedImage: spec.userSpecifiedImage,
-      imageRef: this.deps.images.imageRef(row.imageId),
+      imageRef: image.ref,
       imageId: row.imageId,
       state: stateName(row),
       createdAt: row.createdAt,

@@ -133,13 +133,13 @@ export class ImageService {
     return record ? { record, repoDigests: this.deps.repo.imageNames(record.id).repoDigests } : undefined;
   }
 
-  firstTag(imageId: string): string | undefined {
-    return this.deps.repo.imageNames(imageId).repoTags[0];
-  }
-
-  /** The repo digest status reports as image_ref, or the id when the image has none (or is gone). */
-  imageRef(imageId: string): string {
-    return this.deps.repo.imageNames(imageId).repoDigests[0] ?? imageId;
+  /**
+   * What a container's status says of its image: its first tag (a readable name) and its repo
+   * digest, or its id when it has none (or is gone), as image_ref.
+   */
+  nameOf(imageId: string): { firstTag: string | undefined; ref: string } {
+    const names = this.deps.repo.imageNames(imageId);
+    return { firstTag: names.repoTags[0], ref: names.repoDigests[0] ?? imageId };
   }
 
   async fsInfo(): Promise<ImageFsUsage> {
