@@ -213,6 +213,7 @@ function toDevice(field: string, d: WireDevice): DeviceMapping {
 
 const MAX = Number.MAX_SAFE_INTEGER;
 
+/** No limits at all: every number 0, no cpusets, hugepages or unified entries. */
 export function emptyResources(): ContainerResources {
   return {
     cpuPeriod: 0,

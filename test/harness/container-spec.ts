@@ -2,24 +2,12 @@
  * Domain specs for tests of what is built from them (OCI specs, users): the plainest container
  * and pod, each field overridable. A test's own defaults go in its overrides.
  */
-import type { ContainerResources, ContainerSecurity, ContainerSpec } from '../../src/container/types.js';
+import { emptyResources } from '../../src/cri/container.js';
+import type { ContainerSecurity, ContainerSpec } from '../../src/container/types.js';
 import type { SandboxSpec } from '../../src/sandbox/types.js';
 
-/** No limits at all: every number 0, no cpusets, hugepages or unified entries. */
-export function emptyResources(): ContainerResources {
-  return {
-    cpuPeriod: 0,
-    cpuQuota: 0,
-    cpuShares: 0,
-    memoryLimitBytes: 0,
-    oomScoreAdj: 0,
-    cpusetCpus: '',
-    cpusetMems: '',
-    hugepageLimits: [],
-    unified: {},
-    memorySwapLimitBytes: 0,
-  };
-}
+/** No limits at all, as src/cri builds them from an empty request. */
+export { emptyResources } from '../../src/cri/container.js';
 
 /** Unprivileged, the pod's network and IPC, a pid namespace of its own, runtime-default profiles. */
 export function containerSecurity(over: Partial<ContainerSecurity> = {}): ContainerSecurity {
