@@ -1,5 +1,7 @@
-import { lstat, open, readdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { open } from 'node:fs/promises';
+
+import { NotFoundError } from '../errors.js';
+import { directoryUsage } from '../stats/disk.js';
 
 import type { DiskUsage } from './types.js';
 
@@ -21,35 +23,21 @@ export function isErrno(err: unknown, ...codes: string[]): boolean {
 }
 
 /**
- * Like `du -s --inodes` and `du -s -B1` over `roots` together: symlinks are not followed, and an
- * inode reached twice (hard links inside a layer) counts once. Missing roots count as empty.
+ * Like `du -s -x --inodes` and `du -s -x -B1` over `roots` (see directoryUsage, which also
+ * measures containers' writable layers). Missing roots count as empty.
  */
 export async function diskUsage(roots: readonly string[]): Promise<DiskUsage> {
-  const seen = new Set<string>();
   let bytes = 0;
-  const visit = async (path: string): Promise<void> => {
-    let st;
+  let inodes = 0;
+  for (const root of roots) {
     try {
-      st = await lstat(path, { bigint: true });
+      const usage = await directoryUsage(root);
+      bytes += Number(usage.bytes);
+      inodes += Number(usage.inodes);
     } catch (err) {
-      // Gone since its directory was listed (a concurrent removal): nothing to count.
-      if (isErrno(err, 'ENOENT')) return;
+      if (err instanceof NotFoundError) continue;
       throw err;
     }
-    const key = `${st.dev}:${st.ino}`;
-    if (seen.has(key)) return;
-    seen.add(key);
-    bytes += Number(st.blocks) * 512;
-    if (!st.isDirectory()) return;
-    let names: string[];
-    try {
-      names = await readdir(path);
-    } catch (err) {
-      if (isErrno(err, 'ENOENT')) return;
-      throw err;
-    }
-    await Promise.all(names.map((name) => visit(join(path, name))));
-  };
-  for (const root of roots) await visit(root);
-  return { bytes, inodes: seen.size };
+  }
+  return { bytes, inodes };
 }

@@ -34,7 +34,7 @@ import {
 } from '../errors.js';
 import { findProgram } from '../exec.js';
 import { CREATE_LOG, Runc, readLoggedErrors } from '../oci/runc.js';
-import { isRunning, waitForExit } from '../process/index.js';
+import { isRunning, parentPid, readPidFile, waitForExit } from '../process/index.js';
 import { MONITOR_ID_PATTERN } from './exits.js';
 import { checkLogPath, prepareLogPath } from './logs.js';
 
@@ -210,7 +210,7 @@ export class Conmon {
     const pid = outcome.message.data;
     // The first conmon writes the daemon's pid file, then exits: once it has, the file is there.
     const code = await withDeadline(parentExit, remaining(started, this.opts.timeoutMs));
-    const monitorPid = code === 0 ? await readPid(join(req.bundleDir, MONITOR_PID_FILE)) : 0;
+    const monitorPid = code === 0 ? ((await readPidFile(join(req.bundleDir, MONITOR_PID_FILE))) ?? 0) : 0;
     if (monitorPid <= 0) {
       const how = code === null ? 'did not exit in time' : `exited with code ${code}`;
       return this.fail(req, pid, `conmon ${how} without a daemon pid file`);
@@ -326,7 +326,10 @@ export class Conmon {
    * is missing: conmon is the container init's parent.
    */
   private async discard(req: MonitorCreateRequest, containerPid: number): Promise<void> {
-    const candidates = [await readPid(join(req.bundleDir, MONITOR_PID_FILE)), await parentPid(containerPid)];
+    const candidates = [
+      (await readPidFile(join(req.bundleDir, MONITOR_PID_FILE))) ?? 0,
+      (await parentPid(containerPid)) ?? 0,
+    ];
     for (const pid of new Set(candidates)) {
       if (pid > 0 && (await isConmonOf(pid, req.id))) {
         killQuietly(pid);
@@ -468,21 +471,6 @@ async function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T | nul
 
 function remaining(startedMs: number, timeoutMs: number): number {
   return Math.max(0, startedMs + timeoutMs - Date.now());
-}
-
-async function readPid(path: string): Promise<number> {
-  const text = await readFile(path, 'utf8').catch(() => '');
-  const pid = Number.parseInt(text.trim(), 10);
-  return Number.isInteger(pid) && pid > 0 ? pid : 0;
-}
-
-/** The parent pid of a live process, 0 when unknown. */
-async function parentPid(pid: number): Promise<number> {
-  if (pid <= 0) return 0;
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
-  // Fields after the parenthesised command name: state, ppid, ...
-  const ppid = Number.parseInt(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1] ?? '', 10);
-  return Number.isInteger(ppid) ? ppid : 0;
 }
 
 /** True when `pid` is a live conmon monitoring `id`: a reused pid must never be killed. */

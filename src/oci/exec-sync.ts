@@ -19,12 +19,13 @@
  *   set, bounds the whole call including that wait.
  */
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { constants as osConstants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { ExecSyncResult } from '../container/types.js';
 import { ExecError, FailedPreconditionError, InvalidArgumentError } from '../errors.js';
+import { parentPid, readPidFile } from '../process/index.js';
 import { readLoggedErrors, type Runc } from './runc.js';
 import type { Process } from './spec.js';
 
@@ -199,10 +200,10 @@ async function killExec(
   hasExited: () => boolean,
 ): Promise<boolean> {
   const deadline = Date.now() + PID_FILE_WAIT_MS;
-  let pid = await readPid(pidFile);
+  let pid = await readPidFile(pidFile);
   while (pid === null && !hasExited() && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 20));
-    pid = await readPid(pidFile);
+    pid = await readPidFile(pidFile);
   }
   if (pid === null || child.pid === undefined || hasExited()) return false;
   if ((await parentPid(pid)) !== child.pid) return false;
@@ -226,27 +227,6 @@ function killGroup(pid: number | undefined): void {
 function destroyStdio(child: ChildProcessByStdio<null, Readable, Readable>): void {
   child.stdout.destroy();
   child.stderr.destroy();
-}
-
-async function readPid(pidFile: string): Promise<number | null> {
-  try {
-    const pid = Number.parseInt((await readFile(pidFile, 'utf8')).trim(), 10);
-    return Number.isInteger(pid) && pid > 0 ? pid : null;
-  } catch {
-    return null;
-  }
-}
-
-/** The parent pid from /proc/<pid>/stat; the command name before it may contain anything but ')'. */
-async function parentPid(pid: number): Promise<number | null> {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ppid = Number.parseInt(fields[1] ?? '', 10);
-    return Number.isInteger(ppid) ? ppid : null;
-  } catch {
-    return null;
-  }
 }
 
 /** Keeps the first `cap` bytes pushed to it and drops the rest. */

@@ -12,6 +12,7 @@ import {
   NotFoundError,
 } from '../errors.js';
 import { run, type ExecOptions } from '../exec.js';
+import { readPidFile } from '../process/index.js';
 import type { LinuxResources } from './spec.js';
 
 export interface RuncOptions {
@@ -67,7 +68,7 @@ export class Runc {
       await this.delete(id, { force: true }).catch(() => undefined);
       throw await withLoggedReason(err, logPath);
     }
-    return readPidFile(pidFile);
+    return requirePid(pidFile);
   }
 
   /** `runc start`: lets the created container's init exec its process. */
@@ -184,10 +185,9 @@ function parseState(raw: unknown): ContainerState {
   return { id: r.id, pid: r.pid, status, bundle: r.bundle };
 }
 
-async function readPidFile(pidFile: string): Promise<number> {
-  const text = await readFile(pidFile, 'utf8');
-  const pid = Number.parseInt(text.trim(), 10);
-  if (!Number.isInteger(pid) || pid <= 0) throw new RuncOutputError(`pid file ${pidFile}: "${text}"`);
+async function requirePid(pidFile: string): Promise<number> {
+  const pid = await readPidFile(pidFile);
+  if (pid === null) throw new RuncOutputError(`pid file ${pidFile}: no pid in it`);
   return pid;
 }
 

@@ -25,3 +25,19 @@ export async function waitForExit(pid: number, timeoutMs: number, pollMs = 10): 
   }
   return true;
 }
+
+/** The pid a pid file (runc's, conmon's) holds; null when the file is missing or holds no pid. */
+export async function readPidFile(path: string): Promise<number | null> {
+  const text = await readFile(path, 'utf8').catch(() => '');
+  const pid = Number.parseInt(text.trim(), 10);
+  return Number.isInteger(pid) && pid > 0 ? pid : null;
+}
+
+/** The parent pid of a live process, from /proc/<pid>/stat; null when it is gone. */
+export async function parentPid(pid: number): Promise<number | null> {
+  if (pid <= 0) return null;
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  // Fields after the parenthesised command name (which may hold anything but ')'): state, ppid.
+  const ppid = Number.parseInt(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1] ?? '', 10);
+  return Number.isInteger(ppid) ? ppid : null;
+}
