@@ -17,7 +17,6 @@ import type { LinuxDevice, LinuxDeviceCgroup, Seccomp, Spec } from '../oci/spec.
 import { resolveUser, type ResolvedUser } from '../oci/user.js';
 import { isRunning } from '../process/index.js';
 import { HOSTNAME_FILE, RESOLV_CONF, SHM_DIR } from '../sandbox/files.js';
-import { isMounted } from '../netns/index.js';
 import type { SandboxSpec } from '../sandbox/types.js';
 import type { SandboxRow } from '../store/types.js';
 import { cgroupVersion } from '../stats/cgroup.js';
@@ -110,10 +109,13 @@ function hasHugetlbController(): Promise<boolean> {
   return hugetlb;
 }
 
-/** The pod's shared /dev/shm, when its sandbox mounted one (pods from before it did have none). */
+/**
+ * The pod's shared /dev/shm. Containers are only created in READY sandboxes, whose shm is mounted
+ * when the dir exists (pods from before berth mounted one have no dir): no mount table read here.
+ */
 async function podShm(sandbox: SandboxRow): Promise<{ shm?: string }> {
   const path = join(sandbox.sandboxDir, SHM_DIR);
-  return (await isMounted(path)) ? { shm: path } : {};
+  return (await exists(path)) ? { shm: path } : {};
 }
 
 async function resolveDevices(
@@ -166,9 +168,15 @@ async function apparmorFor(profile: SecurityProfile, privileged: boolean): Promi
   return null;
 }
 
-async function hostHasAppArmor(): Promise<boolean> {
-  const text = await readFile('/sys/module/apparmor/parameters/enabled', 'utf8').catch(() => 'N');
-  return text.trim() === 'Y';
+let appArmor: Promise<boolean> | null = null;
+
+/** A host property: read once. */
+function hostHasAppArmor(): Promise<boolean> {
+  appArmor ??= readFile('/sys/module/apparmor/parameters/enabled', 'utf8').then(
+    (text) => text.trim() === 'Y',
+    () => false,
+  );
+  return appArmor;
 }
 
 /**

@@ -8,7 +8,7 @@ import type { ExitWatcher } from '../monitor/exits.js';
 import type { Runc } from '../oci/runc.js';
 import type { Store } from '../store/index.js';
 import type { ContainerRow } from '../store/types.js';
-import { settleUnmonitored } from './lost.js';
+import { recordExit, settleUnmonitored } from './settle.js';
 
 export interface ContainerRecoveryDeps {
   config: BerthConfig;
@@ -77,14 +77,7 @@ async function reconcile(deps: ContainerRecoveryDeps, row: ContainerRow, report:
   const { exits, store, logger, rebooted } = deps;
   const exited = await exits.read(row.id);
   if (exited) {
-    const reason = exited.oomKilled ? 'OOMKilled' : exited.exitCode === 0 ? 'Completed' : 'Error';
-    store.containers.update(row.id, {
-      state: 'EXITED',
-      exitCode: exited.exitCode,
-      finishedAt: exited.finishedAt,
-      reason,
-      pid: 0,
-    });
+    recordExit(store, exited);
     report.exitedWhileDown.push(row.id);
     logger.info({ container: row.id, exitCode: exited.exitCode }, 'container exited while berthd was down');
     return;

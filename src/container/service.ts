@@ -30,7 +30,7 @@ import { directoryUsage } from '../stats/disk.js';
 import type { Store } from '../store/index.js';
 import type { ContainerRow, SandboxRow } from '../store/types.js';
 import { nowNanos } from '../time.js';
-import { settleUnmonitored } from './lost.js';
+import { exitReason, recordExit, settleUnmonitored } from './settle.js';
 import { prepareSpec, supportedResources } from './prepare.js';
 import type {
   ContainerFilter,
@@ -461,17 +461,9 @@ export class ContainerService {
 
   /** Records an exit once; later reports of the same exit change nothing. */
   private applyExit(record: ExitRecord): void {
-    const row = this.deps.store.containers.get(record.id);
-    if (!row || row.state === 'EXITED' || row.state === 'CREATING') return;
-    const reason = record.oomKilled ? 'OOMKilled' : record.exitCode === 0 ? 'Completed' : 'Error';
-    this.deps.store.containers.update(row.id, {
-      state: 'EXITED',
-      exitCode: record.exitCode,
-      finishedAt: record.finishedAt,
-      reason,
-      pid: 0,
-    });
-    this.deps.logger.info({ container: row.id, exitCode: record.exitCode, reason }, 'container exited');
+    if (!recordExit(this.deps.store, record)) return;
+    const reason = exitReason(record);
+    this.deps.logger.info({ container: record.id, exitCode: record.exitCode, reason }, 'container exited');
   }
 
   /** Removes runc's container, its monitor and the monitor's files. Idempotent. */

@@ -41,8 +41,8 @@ export async function writeHostnameFile(sandboxDir: string, podHostname: string)
  */
 export async function mountShm(sandboxDir: string): Promise<void> {
   const dir = join(sandboxDir, SHM_DIR);
+  // A new sandbox's own dir: nothing can be mounted there yet, so no mount table read on this path.
   await mkdir(dir, { recursive: true, mode: 0o755 });
-  if (await isMounted(dir)) return;
   await run('mount', ['-t', 'tmpfs', '-o', `nosuid,nodev,noexec,mode=1777,size=${SHM_SIZE}`, 'shm', dir], {
     timeoutMs: MOUNT_TIMEOUT_MS,
   });

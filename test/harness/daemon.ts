@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { run } from '../../src/exec.js';
 import { isMounted } from '../../src/netns/index.js';
+import { readMountInfo } from '../../src/netns/mountinfo.js';
 import { CriClient } from './client.js';
 
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
@@ -192,13 +193,10 @@ export class TestDaemon {
       }
     }
     await killProcessesMentioning(this.base);
-    // Container rootfs overlays and anything else mounted under the test's dir, deepest first.
-    const mounts = (await readFile('/proc/self/mountinfo', 'utf8'))
-      .split('\n')
-      .map((line) => line.split(' ')[4] ?? '')
-      .filter(
-        (target) => target.startsWith(`${this.base}/containers`) || target.startsWith(`${this.rootDir}/`),
-      )
+    // Container rootfs overlays and pod shm mounts under the root dir, deepest first.
+    const mounts = (await readMountInfo())
+      .map((entry) => entry.mountPoint)
+      .filter((target) => target.startsWith(`${this.rootDir}/`))
       .sort((a, b) => b.length - a.length);
     for (const target of mounts) await run('umount', ['-l', target], { timeoutMs: 10_000 }).catch(() => {});
     for (const name of await readdir(this.netnsDir).catch(() => [] as string[])) {

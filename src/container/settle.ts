@@ -1,8 +1,10 @@
 /**
- * The one rule for a container whose conmon is gone without an exit file (conmon killed, berthd
- * crashed around it, a reboot): used at start-up and whenever berthd notices a dead monitor.
+ * How a container row comes to an end, the same at start-up and while berthd runs: from conmon's
+ * exit record, or by the one rule for a container whose conmon is gone without an exit file
+ * (conmon killed, berthd crashed around it, a reboot).
  */
 import type { Logger } from '../log.js';
+import type { ExitRecord } from '../monitor/exits.js';
 import type { Runc } from '../oci/runc.js';
 import { isRunning } from '../process/index.js';
 import type { Store } from '../store/index.js';
@@ -13,6 +15,29 @@ export interface LostDeps {
   runc: Runc;
   store: Store;
   logger: Logger;
+}
+
+/**
+ * Records conmon's exit record once: a row already EXITED (or still being created) is left as is.
+ * Returns whether it changed the row.
+ */
+export function recordExit(store: Store, record: ExitRecord): boolean {
+  const row = store.containers.get(record.id);
+  if (!row || row.state === 'EXITED' || row.state === 'CREATING') return false;
+  store.containers.update(row.id, {
+    state: 'EXITED',
+    exitCode: record.exitCode,
+    finishedAt: record.finishedAt,
+    reason: exitReason(record),
+    pid: 0,
+  });
+  return true;
+}
+
+/** CRI's reasons, as kubelet shows them in a pod's last state. */
+export function exitReason(record: ExitRecord): string {
+  if (record.oomKilled) return 'OOMKilled';
+  return record.exitCode === 0 ? 'Completed' : 'Error';
 }
 
 export type Settled = 'running' | 'started' | 'killed' | 'lost';
