@@ -74,14 +74,6 @@ export async function startDaemon(
     timeoutMs: config.runtimeTimeoutMs,
   });
 
-  // Exits that happen from here on are queued by the watcher; recovery reads those from before.
-  let containers: ContainerService | null = null;
-  const pendingExits: Parameters<ContainerService['onExit']>[0][] = [];
-  await exits.start((record) => {
-    if (containers)
-      void containers.onExit(record).catch((err: unknown) => logger.error({ err }, 'exit not recorded'));
-    else pendingExits.push(record);
-  });
   const report = await recover({
     config,
     store,
@@ -109,7 +101,7 @@ export async function startDaemon(
     usedBy: (imageId) => store.containers.imageInUse(imageId),
   });
 
-  containers = new ContainerService({
+  const containers = new ContainerService({
     config,
     store,
     runc,
@@ -119,7 +111,11 @@ export async function startDaemon(
     logger,
     ...(opts.pauseBeforeStep ? { pauseBeforeStep: opts.pauseBeforeStep } : {}),
   });
-  for (const record of pendingExits.splice(0)) await containers.onExit(record);
+  // Recovery read the exits conmon wrote while berthd was down; the watcher also reports the files
+  // already there, so an exit between recovery and this line is not missed either.
+  await exits.start((record) => {
+    containers.onExit(record).catch((err: unknown) => logger.error({ err }, 'exit not recorded'));
+  });
   const sandboxes = new SandboxService({
     config,
     store,
@@ -131,7 +127,7 @@ export async function startDaemon(
     ...(opts.pauseBeforeStep ? { pauseBeforeStep: opts.pauseBeforeStep } : {}),
   });
   const monitorCheck = setInterval(() => {
-    containers?.checkMonitors().catch((err: unknown) => logger.error({ err }, 'monitor check failed'));
+    containers.checkMonitors().catch((err: unknown) => logger.error({ err }, 'monitor check failed'));
   }, MONITOR_CHECK_MS);
   monitorCheck.unref();
   let server: CriServer;

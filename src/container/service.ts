@@ -317,8 +317,9 @@ export class ContainerService {
     verbose: boolean,
   ): Promise<{ view: ContainerView; info?: ContainerVerboseInfo }> {
     // kubelet asks for the status of what it believes runs: a dead monitor is noticed right here.
-    await this.checkMonitor(this.resolve(idOrPrefix));
-    const row = this.resolve(idOrPrefix);
+    const found = this.resolve(idOrPrefix);
+    await this.checkMonitor(found);
+    const row = this.mustGet(found.id);
     const view = this.toView(row);
     if (!verbose) return { view };
     const runtimeSpec: unknown = await readFile(join(row.bundleDir, 'config.json'), 'utf8')
