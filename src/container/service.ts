@@ -338,6 +338,12 @@ export class ContainerService {
   }
 
   list(filter: ContainerFilter): ContainerView[] {
+    const images = new Map<string, ImageName>();
+    return this.select(filter).map((row) => this.toView(row, images));
+  }
+
+  /** The rows a CRI filter selects (creates in progress are not containers yet). */
+  private select(filter: ContainerFilter): ContainerRow[] {
     const { store } = this.deps;
     let rows = filter.id ? store.containers.findByIdPrefix(filter.id) : store.containers.list();
     if (filter.podSandboxId) {
@@ -348,12 +354,10 @@ export class ContainerService {
       );
       rows = rows.filter((row) => sandboxIds.has(row.sandboxId));
     }
-    const images = new Map<string, ImageName>();
     return rows
       .filter((row) => row.state !== 'CREATING')
       .filter((row) => !filter.state || stateName(row) === filter.state)
-      .filter((row) => matchesLabels(this.specOf(row).labels, filter.labelSelector))
-      .map((row) => this.toView(row, images));
+      .filter((row) => matchesLabels(this.specOf(row).labels, filter.labelSelector));
   }
 
   async updateResources(idOrPrefix: string, resources: ContainerResources): Promise<void> {
@@ -400,8 +404,7 @@ export class ContainerService {
   }
 
   async listStats(filter: ContainerFilter): Promise<ContainerStatsView[]> {
-    const rows = this.list(filter).map((view) => this.mustGet(view.id));
-    return Promise.all(rows.map((row) => this.statsOf(row)));
+    return Promise.all(this.select(filter).map((row) => this.statsOf(row)));
   }
 
   private async statsOf(row: ContainerRow): Promise<ContainerStatsView> {
