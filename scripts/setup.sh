@@ -25,11 +25,12 @@ command -v npm >/dev/null 2>&1 || die "npm is not installed"
 
 # --- Debian packages --------------------------------------------------------------------------
 # Runtime: runc, CNI plugins, conmon, catatonit (pod infra init), iproute2, iptables (portmap,
-# ipMasq), util-linux (nsenter, mount), attr (setfattr: layer xattrs and overlay opaque dirs), zstd.
+# ipMasq), util-linux (nsenter, mount), attr (setfattr: layer xattrs and overlay opaque dirs), zstd,
+# socat (port-forward: a TCP connection made inside a pod's network namespace).
 # Image tests: docker-registry, skopeo, busybox-static, apache2-utils (htpasswd for registry auth).
 packages=(
   runc containernetworking-plugins conmon catatonit iproute2 iptables util-linux
-  attr zstd
+  attr zstd socat
   docker-registry skopeo busybox-static apache2-utils
 )
 missing=()

@@ -17,11 +17,13 @@ import { ensureInfraRootfs } from './oci/infra.js';
 import { Runc } from './oci/runc.js';
 import { recover } from './sandbox/recovery.js';
 import { recoverContainers } from './container/recovery.js';
-import { ContainerService } from './container/service.js';
+import { ContainerService, execDirs } from './container/service.js';
+import { resetExecDirs } from './oci/exec-process.js';
 import { Conmon } from './monitor/conmon.js';
 import { ExitWatcher } from './monitor/exits.js';
 import { SandboxService } from './sandbox/service.js';
 import { Store } from './store/index.js';
+import { StreamingServer } from './streaming/server.js';
 
 /** How often berthd looks for containers whose conmon died (exits themselves arrive by inotify). */
 const MONITOR_CHECK_MS = 5_000;
@@ -45,6 +47,7 @@ export async function startDaemon(
   await mkdir(config.rootDir, { recursive: true, mode: 0o711 });
   await mkdir(config.stateDir, { recursive: true, mode: 0o711 });
   await prepareNetnsDir(config.netnsDir);
+  await resetExecDirs(execDirs(config));
   const infraRootfs = await ensureInfraRootfs(config.rootDir);
 
   const store = Store.open(join(config.rootDir, 'berth.db'));
@@ -130,19 +133,39 @@ export async function startDaemon(
     containers.checkMonitors().catch((err: unknown) => logger.error({ err }, 'monitor check failed'));
   }, MONITOR_CHECK_MS);
   monitorCheck.unref();
+  let streaming: StreamingServer | undefined;
   let server: CriServer;
   try {
-    server = await serveCri(config, { sandboxes, images, containers }, logger);
+    streaming = await StreamingServer.start(
+      {
+        address: config.streamingAddress,
+        idleTimeoutMs: config.streamingIdleTimeoutMs,
+        ...(config.streamingTlsCert
+          ? { tlsCertFile: config.streamingTlsCert, tlsKeyFile: config.streamingTlsKey }
+          : {}),
+      },
+      {
+        exec: async (req, io) => ({ exitCode: await containers.execStream(req.containerId, req.cmd, io) }),
+        attach: (req, io) => containers.attach(req.containerId, io),
+        dialPod: (podSandboxId, port, signal) => sandboxes.dialPort(podSandboxId, port, signal),
+      },
+      logger,
+    );
+    server = await serveCri(config, { sandboxes, images, containers, streams: streaming }, logger);
   } catch (err) {
     clearInterval(monitorCheck);
+    await streaming?.close();
     exits.close();
     store.close();
     throw err;
   }
+  const streams = streaming;
   return {
     close: async () => {
       clearInterval(monitorCheck);
       await server.close();
+      // Open exec and attach sessions end here; their processes are killed, containers keep running.
+      await streams.close();
       exits.close();
       store.close();
     },

@@ -3,6 +3,7 @@
  * Everything is checked here, once, so the rest of the daemon can trust a BerthConfig.
  */
 import { closeSync, fstatSync, openSync, readFileSync, statSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { posix } from 'node:path';
 import { parse as parseToml, TomlError } from 'smol-toml';
 import { BerthError, errorMessage } from '../errors.js';
@@ -55,6 +56,11 @@ export function defaultConfig(): BerthConfig {
     runtimeTimeoutMs: 30_000,
     registryTimeoutMs: 60_000,
     stopGraceMs: 10_000,
+    streamingAddress: '127.0.0.1:0',
+    // containerd's stream_idle_timeout.
+    streamingIdleTimeoutMs: 4 * 3_600_000,
+    streamingTlsCert: '',
+    streamingTlsKey: '',
   };
 }
 
@@ -86,6 +92,11 @@ export function loadConfig(argv: string[], opts: LoadOptions = {}): LoadResult {
       fromFlags.cgroupDriver !== undefined ? '--cgroup-driver' : `${file?.path ?? ''}: cgroup_driver`;
     throw new ConfigError(
       `${source}: cgroup driver "systemd" needs a host running systemd, and ${SYSTEMD_MARKER} does not exist; use "cgroupfs"`,
+    );
+  }
+  if ((config.streamingTlsCert === '') !== (config.streamingTlsKey === '')) {
+    throw new ConfigError(
+      'streaming TLS needs both a certificate and a key (--streaming-tls-cert and --streaming-tls-key, or streaming.tls_cert and streaming.tls_key)',
     );
   }
   if (config.rootDir === config.stateDir) {
@@ -211,6 +222,32 @@ const FLAGS: readonly FlagDef[] = [
     help: LOG_LEVELS.join('|'),
     shownDefault: (d) => d.logLevel,
     apply: lastWins('logLevel', (v, where) => oneOf(v, LOG_LEVELS, where)),
+  },
+  {
+    name: '--streaming-address',
+    arg: 'HOST:PORT',
+    help: 'exec/attach/port-forward server; port 0 picks a free one',
+    shownDefault: (d) => d.streamingAddress,
+    apply: lastWins('streamingAddress', hostPort),
+  },
+  {
+    name: '--streaming-idle-timeout',
+    arg: 'DURATION',
+    help: 'close a stream with no traffic after this; 0s for never',
+    shownDefault: (d) => formatDuration(d.streamingIdleTimeoutMs),
+    apply: lastWins('streamingIdleTimeoutMs', (v, where) => parseDuration(v, 0, where)),
+  },
+  {
+    name: '--streaming-tls-cert',
+    arg: 'PATH',
+    help: 'PEM certificate: serve streams over HTTPS (with --streaming-tls-key)',
+    apply: lastWins('streamingTlsCert', absolutePath),
+  },
+  {
+    name: '--streaming-tls-key',
+    arg: 'PATH',
+    help: 'PEM private key of --streaming-tls-cert',
+    apply: lastWins('streamingTlsKey', absolutePath),
   },
   { name: '--help', short: '-h', help: 'print this help and exit' },
   { name: '--version', help: 'print the version and exit' },
@@ -342,6 +379,12 @@ const FILE_SCHEME: { [key: string]: KeyReader | Section } = {
   pod: {
     stop_grace_period: key('stopGraceMs', duration(0)),
   },
+  streaming: {
+    address: key('streamingAddress', str(hostPort)),
+    idle_timeout: key('streamingIdleTimeoutMs', duration(0)),
+    tls_cert: key('streamingTlsCert', str(absolutePath)),
+    tls_key: key('streamingTlsKey', str(absolutePath)),
+  },
 };
 
 function readConfigFile(path: string, explicit: boolean): FileLayer | undefined {
@@ -433,6 +476,20 @@ function socketPath(value: string, where: string): string {
     throw new ConfigError(`${where}: socket path is longer than ${MAX_SOCKET_PATH_BYTES} bytes: ${abs}`);
   }
   return abs;
+}
+
+/** host:port, IPv6 hosts in brackets; an empty host listens on every address. */
+function hostPort(value: string, where: string): string {
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]\s]*)):(\d{1,5})$/.exec(value);
+  const port = Number(m?.[3] ?? -1);
+  if (!m || port > 65535) {
+    throw new ConfigError(`${where}: "${value}" is not HOST:PORT (e.g. 127.0.0.1:0 or [::1]:10010)`);
+  }
+  const host = m[1] ?? m[2] ?? '';
+  if (host !== '' && isIP(host) === 0 && host !== 'localhost') {
+    throw new ConfigError(`${where}: "${host}" must be an IP address or localhost`);
+  }
+  return value;
 }
 
 /** An absolute path, or a bare program name looked up in PATH; never a relative path. */
@@ -559,5 +616,11 @@ durations like "500ms", "30s", "1m30s"), with the defaults:
   timeout = "${formatDuration(d.runtimeTimeoutMs)}"    # per runtime call
 
   [pod]
-  stop_grace_period = "${formatDuration(d.stopGraceMs)}"    # SIGTERM to SIGKILL when stopping a pod`;
+  stop_grace_period = "${formatDuration(d.stopGraceMs)}"    # SIGTERM to SIGKILL when stopping a pod
+
+  [streaming]
+  address = "${d.streamingAddress}"    # exec, attach, port-forward; port 0 picks a free one
+  idle_timeout = "${formatDuration(d.streamingIdleTimeoutMs)}"    # close a silent stream; "0s" for never
+  # tls_cert = "/etc/berth/streaming.crt"    # PEM files: set both to serve streams over HTTPS
+  # tls_key = "/etc/berth/streaming.key"`;
 }

@@ -28,4 +28,11 @@ export interface BerthConfig {
   runtimeTimeoutMs: number;
   /** Grace period between SIGTERM and SIGKILL when stopping a pod's infra process. */
   stopGraceMs: number;
+  /** host:port of the streaming server (exec, attach, port-forward); port 0 picks a free one. */
+  streamingAddress: string;
+  /** A stream with no traffic for this long is closed; 0 for never. */
+  streamingIdleTimeoutMs: number;
+  /** PEM certificate and key for HTTPS streaming; both empty for plain HTTP. */
+  streamingTlsCert: string;
+  streamingTlsKey: string;
 }

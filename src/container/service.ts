@@ -15,6 +15,8 @@ import { containerDir, prepareRootfs, removeRootfs } from '../imagestore/rootfs.
 import type { Logger } from '../log.js';
 import type { Conmon } from '../monitor/conmon.js';
 import type { ExitRecord, ExitWatcher } from '../monitor/exits.js';
+import { attachToMonitor } from '../monitor/attach.js';
+import { execStream, type ExecStreamIo } from '../oci/exec-stream.js';
 import { execSync } from '../oci/exec-sync.js';
 import type { Runc } from '../oci/runc.js';
 import type { Process, Spec } from '../oci/spec.js';
@@ -389,14 +391,54 @@ export class ContainerService {
     if (row.state !== 'RUNNING') {
       throw new FailedPreconditionError(`container ${row.id} is ${stateWord(row)}, not running`);
     }
-    const spec = JSON.parse(await readFile(join(row.bundleDir, 'config.json'), 'utf8')) as Spec;
-    if (!spec.process) throw new FailedPreconditionError(`container ${row.id} has no process spec`);
-    const process: Process = { ...spec.process, args: cmd, terminal: false };
+    const process = await this.execProcess(row, cmd);
     const result = await execSync(this.deps.runc, row.id, process, {
       timeoutMs: timerMs(timeoutSeconds),
       maxOutputBytes: EXEC_SYNC_OUTPUT_CAP,
+      tmpDir: execDirs(this.deps.config),
     });
     return result;
+  }
+
+  /** The full id of a running container, for the streaming RPCs to validate before they hand out a URL. */
+  runningId(idOrPrefix: string): string {
+    const row = this.resolve(idOrPrefix);
+    if (row.state !== 'RUNNING') {
+      throw new FailedPreconditionError(`container ${row.id} is ${stateWord(row)}, not running`);
+    }
+    return row.id;
+  }
+
+  /** A streaming exec: as ExecSync, with the client's streams and terminal. Resolves with the exit code. */
+  async execStream(idOrPrefix: string, cmd: string[], io: ExecStreamIo): Promise<number> {
+    const row = this.deps.store.containers.get(this.runningId(idOrPrefix));
+    if (!row) throw new NotFoundError('container', idOrPrefix);
+    const process = await this.execProcess(row, cmd);
+    return execStream(this.deps.runc, row.id, process, io, execDirs(this.deps.config));
+  }
+
+  /** Joins the container's own stdio (held by conmon) until its output ends or the client leaves. */
+  async attach(idOrPrefix: string, io: ExecStreamIo): Promise<void> {
+    const row = this.deps.store.containers.get(this.runningId(idOrPrefix));
+    if (!row) throw new NotFoundError('container', idOrPrefix);
+    const spec = this.specOf(row);
+    const onResize = (size: { width: number; height: number }): void => {
+      this.deps.conmon.resizeTerminal(row.bundleDir, size).catch((err: unknown) => {
+        this.deps.logger.debug({ container: row.id, err: errorMessage(err) }, 'terminal resize failed');
+      });
+    };
+    if (spec.tty) {
+      if (io.resize.current) onResize(io.resize.current);
+      io.resize.on('resize', onResize);
+    }
+    try {
+      await attachToMonitor(
+        { socketDir: this.deps.conmon.socketDirOf(row.id), closeStdinOnEnd: spec.stdinOnce && !spec.tty },
+        { ...io, stdin: spec.stdin ? io.stdin : null },
+      );
+    } finally {
+      io.resize.off('resize', onResize);
+    }
   }
 
   async stats(idOrPrefix: string): Promise<ContainerStatsView> {
@@ -475,6 +517,13 @@ export class ContainerService {
     const row = this.deps.store.containers.get(id);
     await this.deps.conmon.release(id, row?.monitorPid ?? 0);
     await this.deps.exits.forget(id);
+  }
+
+  /** The container's own process (user, env, cwd, capabilities…) running `cmd` instead. */
+  private async execProcess(row: ContainerRow, cmd: string[]): Promise<Process> {
+    const spec = JSON.parse(await readFile(join(row.bundleDir, 'config.json'), 'utf8')) as Spec;
+    if (!spec.process) throw new FailedPreconditionError(`container ${row.id} has no process spec`);
+    return { ...spec.process, args: cmd, terminal: false };
   }
 
   private targetPid(spec: ContainerSpec, sandbox: SandboxRow): number | null {
@@ -564,6 +613,11 @@ export class ContainerService {
     }
     return matches[0];
   }
+}
+
+/** Where each exec's process file, pid file and runc log live while it runs; swept at start-up. */
+export function execDirs(config: BerthConfig): string {
+  return join(config.stateDir, 'exec');
 }
 
 /** Node timers fire at once beyond 2^31-1 ms; a longer CRI timeout means "practically never". */

@@ -434,7 +434,7 @@ function localhostRef(kind: ProfileKind, field: string, ref: string): string {
 
 // --- Exec -----------------------------------------------------------------------------------------
 
-function toCmd(cmd: string[]): string[] {
+export function toCmd(cmd: string[]): string[] {
   if (cmd.length === 0) throw new InvalidArgumentError('cmd', 'is required');
   requireString('cmd[0]', cmd[0]);
   return cmd.map((arg, i) => noNul(`cmd[${i}]`, arg));

@@ -12,6 +12,7 @@ import { imageHandlers } from './image.js';
 import { loadCriServices } from './loader.js';
 import { runtimeHandlers } from './runtime.js';
 import { sandboxHandlers } from './sandbox.js';
+import { streamingHandlers, type StreamUrls } from './streaming.js';
 
 export interface CriServer {
   close(): Promise<void>;
@@ -21,11 +22,12 @@ export interface CriDomains {
   sandboxes: SandboxService;
   images: ImageService;
   containers: ContainerService;
+  streams: StreamUrls;
 }
 
 /** Serves RuntimeService and ImageService on the configured unix socket, mode 0660. */
 export async function serveCri(config: BerthConfig, domains: CriDomains, logger: Logger): Promise<CriServer> {
-  const { sandboxes, images, containers } = domains;
+  const { sandboxes, images, containers, streams } = domains;
   const services = loadCriServices();
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   server.addService(
@@ -37,6 +39,7 @@ export async function serveCri(config: BerthConfig, domains: CriDomains, logger:
         ...runtimeHandlers(config, sandboxes),
         ...sandboxHandlers(sandboxes),
         ...containerHandlers(containers),
+        ...streamingHandlers(containers, sandboxes, streams),
       },
       logger,
     ),

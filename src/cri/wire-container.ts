@@ -189,6 +189,28 @@ export interface ExecSyncResponse {
   exit_code: number;
 }
 
+export interface StreamFlags {
+  tty: boolean;
+  stdin: boolean;
+  stdout: boolean;
+  stderr: boolean;
+}
+
+export interface ExecRequest extends ContainerIdRequest, StreamFlags {
+  cmd: string[];
+}
+
+export type AttachRequest = ContainerIdRequest & StreamFlags;
+
+export interface PortForwardRequest {
+  pod_sandbox_id: string;
+  port: number[];
+}
+
+export interface StreamUrlResponse {
+  url: string;
+}
+
 export interface ListContainersRequest {
   filter: {
     id: string;

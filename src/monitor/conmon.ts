@@ -92,6 +92,8 @@ export class MonitorError extends BerthError {
 
 /** conmon's control message asking it to reopen the log file (type 2; height and width unused). */
 const REOPEN_LOG_MESSAGE = '2 0 0\n';
+/** conmon's control message type for a terminal resize: "1 <height> <width>". */
+const RESIZE_MESSAGE_TYPE = 1;
 const CONMON_LOG = 'conmon.log';
 const CONTAINER_PID_FILE = 'pid';
 const MONITOR_PID_FILE = 'conmon.pid';
@@ -127,6 +129,11 @@ export class Conmon {
       systemdCgroup: opts.systemdCgroup,
       timeoutMs: opts.timeoutMs,
     });
+  }
+
+  /** The container's dir in the socket dir, a link to its bundle, where conmon's `attach` socket is. */
+  socketDirOf(id: string): string {
+    return join(this.opts.socketDir, id);
   }
 
   /** The persist directory conmon gets for `id`. */
@@ -225,29 +232,10 @@ export class Conmon {
    * FailedPreconditionError; this never blocks on a dead conmon.
    */
   async reopenLog(bundleDir: string, logPath?: string): Promise<void> {
-    const ctl = join(bundleDir, 'ctl');
     const before = logPath ? await statOrNull(logPath) : null;
     const changed = logPath ? watchForNewFile(logPath, before, this.opts.timeoutMs) : null;
     try {
-      let fifo;
-      try {
-        // O_NONBLOCK: opening a fifo for writing blocks until it has a reader; with no conmon
-        // holding the read end it fails at once with ENXIO instead.
-        fifo = await open(ctl, constants.O_WRONLY | constants.O_NONBLOCK);
-      } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code;
-        if (code === 'ENXIO' || code === 'ENOENT') {
-          throw new FailedPreconditionError(
-            `no conmon is running for bundle ${bundleDir}: cannot reopen its log`,
-          );
-        }
-        throw err;
-      }
-      try {
-        await fifo.write(REOPEN_LOG_MESSAGE);
-      } finally {
-        await fifo.close();
-      }
+      await writeControl(bundleDir, REOPEN_LOG_MESSAGE, 'reopen its log');
       if (changed && !(await changed.done)) {
         throw new FailedPreconditionError(
           `conmon did not reopen ${logPath} within ${this.opts.timeoutMs} ms (did it exit?)`,
@@ -256,6 +244,15 @@ export class Conmon {
     } finally {
       changed?.cancel();
     }
+  }
+
+  /** Tells the container's conmon its terminal's new size; it resizes the pty it holds. */
+  async resizeTerminal(bundleDir: string, size: { width: number; height: number }): Promise<void> {
+    await writeControl(
+      bundleDir,
+      `${RESIZE_MESSAGE_TYPE} ${size.height} ${size.width}\n`,
+      'resize its terminal',
+    );
   }
 
   private args(req: MonitorCreateRequest, runtime: string): string[] {
@@ -533,4 +530,29 @@ function watchForNewFile(
     void check();
   });
   return { done, cancel };
+}
+
+/**
+ * Writes one message to conmon's control fifo. A container whose conmon is gone is
+ * FailedPreconditionError; this never blocks on a dead conmon.
+ */
+async function writeControl(bundleDir: string, message: string, what: string): Promise<void> {
+  const ctl = join(bundleDir, 'ctl');
+  let fifo: FileHandle;
+  try {
+    // O_NONBLOCK: opening a fifo for writing blocks until it has a reader; with no conmon
+    // holding the read end it fails at once with ENXIO instead.
+    fifo = await open(ctl, constants.O_WRONLY | constants.O_NONBLOCK);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENXIO' || code === 'ENOENT') {
+      throw new FailedPreconditionError(`no conmon is running for bundle ${bundleDir}: cannot ${what}`);
+    }
+    throw err;
+  }
+  try {
+    await fifo.write(message);
+  } finally {
+    await fifo.close();
+  }
 }

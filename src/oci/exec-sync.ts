@@ -19,14 +19,18 @@
  *   set, bounds the whole call including that wait.
  */
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { constants as osConstants, tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { ExecSyncResult } from '../container/types.js';
-import { ExecError, FailedPreconditionError, InvalidArgumentError } from '../errors.js';
-import { parentPid, readPidFile } from '../process/index.js';
-import { readLoggedErrors, type Runc } from './runc.js';
+import { ExecError, InvalidArgumentError } from '../errors.js';
+import {
+  execCommand,
+  execFailure,
+  killExecProcess,
+  killGroup,
+  signalExitCode,
+  withExecFiles,
+} from './exec-process.js';
+import type { Runc } from './runc.js';
 import type { Process } from './spec.js';
 
 /** A default cap per stream: above kubelet's 10 KiB probe window, far below any gRPC limit. */
@@ -34,8 +38,6 @@ export const EXEC_SYNC_OUTPUT_CAP = 16 * 1024;
 
 /** How long runc gets to exit after its process was killed before runc itself is killed. */
 const KILL_GRACE_MS = 2_000;
-/** How long a timed-out exec waits for runc to write the pid file (runc still setting up). */
-const PID_FILE_WAIT_MS = 1_000;
 /** After runc has exited, how long its stdio may stay open before we stop reading. */
 const DRAIN_MS = 2_000;
 
@@ -72,60 +74,22 @@ export async function execSync(
   if (!Number.isFinite(opts.timeoutMs) || opts.timeoutMs < 0) {
     throw new InvalidArgumentError('timeout', `must be non-negative, got ${opts.timeoutMs}`);
   }
-  const dir = await mkdtemp(join(opts.tmpDir ?? tmpdir(), 'berth-exec-'));
-  try {
-    const files = {
-      process: join(dir, 'process.json'),
-      pid: join(dir, 'exec.pid'),
-      log: join(dir, 'log.json'),
-    };
+  return withExecFiles({ ...process, terminal: false }, opts.tmpDir, async (files) => {
     // No console socket is ever handed to runc, so a terminal cannot be honoured.
-    await writeFile(files.process, JSON.stringify({ ...process, terminal: false }));
-    const cmd = runc.command([
-      '--log',
-      files.log,
-      '--log-format',
-      'json',
-      'exec',
-      '--process',
-      files.process,
-      '--pid-file',
-      files.pid,
-      id,
-    ]);
+    const cmd = execCommand(runc, id, files, false);
     const outcome = await spawnExec(cmd, files.pid, opts);
     const command = [cmd.file, ...cmd.args].join(' ');
     if (outcome.timedOut) {
       const exitCode = outcome.exitCode ?? (outcome.signal ? signalExitCode(outcome.signal) : -1);
       return { stdout: outcome.stdout, stderr: outcome.stderr, exitCode, timedOut: true };
     }
-    // runc's own failures are told apart from a command that exits 255 by its log: the command's
-    // exit status never produces an error entry there.
-    const reasons = await readLoggedErrors(files.log);
-    if (reasons.length > 0) throw await execFailure(runc, id, command, outcome.exitCode, reasons.join('; '));
+    const failure = await execFailure(runc, id, command, files.log, outcome.exitCode);
+    if (failure) throw failure;
     if (outcome.exitCode === null) {
       throw new ExecError(command, undefined, `runc was killed by ${outcome.signal ?? 'a signal'}`, false);
     }
     return { stdout: outcome.stdout, stderr: outcome.stderr, exitCode: outcome.exitCode, timedOut: false };
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-}
-
-async function execFailure(
-  runc: Runc,
-  id: string,
-  command: string,
-  exitCode: number | null,
-  reason: string,
-): Promise<Error> {
-  const st = await runc.state(id).catch(() => undefined);
-  if (st === null || (st !== undefined && st.status !== 'running')) {
-    return new FailedPreconditionError(
-      `container "${id}" is not running (${st?.status ?? 'gone'}): ${reason}`,
-    );
-  }
-  return new ExecError(command, exitCode ?? undefined, reason, false);
+  });
 }
 
 interface ExecOutcome {
@@ -176,7 +140,7 @@ function spawnExec(
         setTimeout(() => {
           if (exited) return;
           timedOut = true;
-          void killExec(child, pidFile, () => exited).then((killedProcess) => {
+          void killExecProcess(child.pid, pidFile, () => exited).then((killedProcess) => {
             if (exited) return;
             // Without a pid there is nothing better than runc itself; otherwise runc gets a moment
             // to reap its process and report, and is killed if its pipes are held by a descendant.
@@ -187,41 +151,6 @@ function spawnExec(
       );
     }
   });
-}
-
-/**
- * SIGKILLs the exec'd process, whose host pid runc wrote to the pid file. The pid is only trusted
- * while that process is still runc's child: runc exec is its parent until it reaps it, so a pid
- * recycled after that can never be mistaken for it. Returns whether a process was signalled.
- */
-async function killExec(
-  child: ChildProcessByStdio<null, Readable, Readable>,
-  pidFile: string,
-  hasExited: () => boolean,
-): Promise<boolean> {
-  const deadline = Date.now() + PID_FILE_WAIT_MS;
-  let pid = await readPidFile(pidFile);
-  while (pid === null && !hasExited() && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 20));
-    pid = await readPidFile(pidFile);
-  }
-  if (pid === null || child.pid === undefined || hasExited()) return false;
-  if ((await parentPid(pid)) !== child.pid) return false;
-  try {
-    process.kill(pid, 'SIGKILL');
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function killGroup(pid: number | undefined): void {
-  if (pid === undefined) return;
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    // Already gone.
-  }
 }
 
 function destroyStdio(child: ChildProcessByStdio<null, Readable, Readable>): void {
@@ -248,9 +177,4 @@ class CappedBuffer {
   toBuffer(): Buffer {
     return Buffer.concat(this.chunks, this.size);
   }
-}
-
-/** 128+n for a signal name, the shell's and runc's convention for "killed by signal n". */
-function signalExitCode(signal: NodeJS.Signals): number {
-  return 128 + (osConstants.signals[signal] ?? 0);
 }

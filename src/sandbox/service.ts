@@ -2,12 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { Duplex } from 'node:stream';
 import { Cni } from '../cni/index.js';
 import { loadDefaultNetwork } from '../cni/config.js';
 import type { CniNetworkList } from '../cni/types.js';
 import type { BerthConfig } from '../config/types.js';
 import { FailedPreconditionError, StepError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { dialLocalhost } from '../netns/dial.js';
 import { createPinnedNetns, isMounted, removeNetns, unmountNetns } from '../netns/index.js';
 import { buildInfraSpec } from '../oci/infra.js';
 import { clampOomScoreAdj } from '../oci/oom.js';
@@ -336,6 +338,23 @@ export class SandboxService {
       store.deleteSandbox(row.id);
       this.deps.logger.info({ sandbox: row.id }, 'pod sandbox removed');
     });
+  }
+
+  /** The full id of a READY sandbox, for PortForward to validate before it hands out a URL. */
+  readyId(idOrPrefix: string): string {
+    const row = this.resolve(idOrPrefix, false);
+    if (row.state !== 'READY') throw new FailedPreconditionError(`pod sandbox ${row.id} is not ready`);
+    return row.id;
+  }
+
+  /** A TCP connection to `port` on localhost in the pod's network (the host's for host-network pods). */
+  async dialPort(idOrPrefix: string, port: number, signal: AbortSignal): Promise<Duplex> {
+    const row = this.resolve(idOrPrefix, false);
+    if (row.state !== 'READY') throw new FailedPreconditionError(`pod sandbox ${row.id} is not ready`);
+    const netns = row.hostNetwork ? null : row.netnsPath;
+    if (!row.hostNetwork && !netns)
+      throw new FailedPreconditionError(`pod sandbox ${row.id} has no network namespace`);
+    return dialLocalhost(netns, port, { signal, timeoutMs: this.deps.config.runtimeTimeoutMs });
   }
 
   status(idOrPrefix: string, verbose: boolean): { view: SandboxView; info?: SandboxVerboseInfo } {

@@ -2,8 +2,7 @@
  * What the CRI validation suite (cri-tools' critest, pkg/validate) and kubelet's kuberuntime expect
  * of a runtime's container RPCs, replayed against a real berthd: the same configs, the same commands
  * and the same assertions, with a busybox image of our own from a registry on 127.0.0.1 instead of
- * critest's public images. Streaming (Exec, Attach, PortForward) is left out: berth answers it
- * UNIMPLEMENTED.
+ * critest's public images. Streaming (Exec, Attach, PortForward) has its own suite, streaming.test.ts.
  */
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';

@@ -499,9 +499,11 @@ describe('pod sandbox lifecycle', { timeout: 300_000 }, () => {
       'CheckpointContainer',
     );
     await rejectsWith(
-      daemon.cri.call('PortForward', { pod_sandbox_id: 'x' }),
+      daemon.cri.call('ListMetricDescriptors', {}),
       status.UNIMPLEMENTED,
-      'PortForward',
+      'ListMetricDescriptors',
     );
+    // PortForward is served now: an unknown pod is the caller's mistake.
+    await rejectsWith(daemon.cri.call('PortForward', { pod_sandbox_id: 'x' }), status.NOT_FOUND, 'x');
   });
 });

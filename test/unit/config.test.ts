@@ -72,6 +72,12 @@ timeout = "500ms"
 
 [pod]
 stop_grace_period = "0s"
+
+[streaming]
+address = "[::1]:10010"
+idle_timeout = "30m"
+tls_cert = "/srv/tls/streaming.crt"
+tls_key = "/srv/tls/streaming.key"
 `;
 
 describe('loadConfig defaults', () => {
@@ -92,6 +98,10 @@ describe('loadConfig defaults', () => {
       cniTimeoutMs: 30_000,
       runtimeTimeoutMs: 30_000,
       stopGraceMs: 10_000,
+      streamingAddress: '127.0.0.1:0',
+      streamingIdleTimeoutMs: 4 * 3_600_000,
+      streamingTlsCert: '',
+      streamingTlsKey: '',
     });
   });
 
@@ -131,7 +141,25 @@ describe('loadConfig config file', () => {
       cniTimeoutMs: 90_000,
       runtimeTimeoutMs: 500,
       stopGraceMs: 0,
+      streamingAddress: '[::1]:10010',
+      streamingIdleTimeoutMs: 30 * 60_000,
+      streamingTlsCert: '/srv/tls/streaming.crt',
+      streamingTlsKey: '/srv/tls/streaming.key',
     });
+  });
+
+  it('checks the streaming settings, naming the key or flag', () => {
+    fails(['--config', tomlFile('[streaming]\naddress = "localhost"\n')], ['streaming.address', 'HOST:PORT']);
+    fails(
+      ['--config', tomlFile('[streaming]\naddress = "example.com:80"\n')],
+      ['streaming.address', 'IP address'],
+    );
+    fails(['--streaming-address', '127.0.0.1:70000'], ['--streaming-address', 'HOST:PORT']);
+    fails(['--streaming-tls-cert', '/srv/a.crt'], ['--streaming-tls-key', 'both']);
+    fails(['--config', tomlFile('[streaming]\nidle_timeout = 5\n')], ['streaming.idle_timeout', 'duration']);
+    const config = run(['--streaming-address', ':10010', '--streaming-idle-timeout', '0s']);
+    assert.equal(config.streamingAddress, ':10010');
+    assert.equal(config.streamingIdleTimeoutMs, 0);
   });
 
   it('keeps defaults for keys the file leaves out', () => {

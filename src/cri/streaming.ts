@@ -1,0 +1,65 @@
+/**
+ * Exec, Attach and PortForward: each validates its request, checks that the container is running
+ * (or the pod ready), and answers with a single-use URL on berth's streaming server, where the
+ * client then runs the session. Nothing runs until the client connects.
+ */
+import type { ContainerService } from '../container/service.js';
+import { InvalidArgumentError } from '../errors.js';
+import type { SandboxService } from '../sandbox/service.js';
+import type { StreamRequest } from '../streaming/types.js';
+import { toCmd } from './container.js';
+import type { UnaryTable } from './handler.js';
+import { requireString } from './validate.js';
+import type {
+  AttachRequest,
+  ExecRequest,
+  PortForwardRequest,
+  StreamFlags,
+  StreamUrlResponse,
+} from './wire-container.js';
+
+/** The streaming server, as the RPCs see it: it turns a validated request into a URL. */
+export interface StreamUrls {
+  url(request: StreamRequest): string;
+}
+
+export function streamingHandlers(
+  containers: ContainerService,
+  sandboxes: SandboxService,
+  streams: StreamUrls,
+): UnaryTable {
+  return {
+    Exec: async (req: ExecRequest): Promise<StreamUrlResponse> => {
+      const id = requireString('container_id', req.container_id);
+      const cmd = toCmd(req.cmd);
+      const flags = streamFlags(req);
+      return { url: streams.url({ kind: 'exec', containerId: containers.runningId(id), cmd, ...flags }) };
+    },
+    Attach: async (req: AttachRequest): Promise<StreamUrlResponse> => {
+      const id = requireString('container_id', req.container_id);
+      const flags = streamFlags(req);
+      return { url: streams.url({ kind: 'attach', containerId: containers.runningId(id), ...flags }) };
+    },
+    PortForward: async (req: PortForwardRequest): Promise<StreamUrlResponse> => {
+      const id = requireString('pod_sandbox_id', req.pod_sandbox_id);
+      const ports = req.port.map((p, i) => {
+        if (!Number.isInteger(p) || p < 1 || p > 65535) {
+          throw new InvalidArgumentError(`port[${i}]`, `${p} is not a port number (1-65535)`);
+        }
+        return p;
+      });
+      return { url: streams.url({ kind: 'portforward', podSandboxId: sandboxes.readyId(id), ports }) };
+    },
+  };
+}
+
+/** kubelet's streaming package refuses the same combinations. */
+function streamFlags(req: StreamFlags): StreamFlags {
+  if (req.tty && req.stderr) {
+    throw new InvalidArgumentError('stderr', 'must be false with tty: a terminal has one output stream');
+  }
+  if (!req.stdin && !req.stdout && !req.stderr) {
+    throw new InvalidArgumentError('stdin', 'one of stdin, stdout or stderr must be set');
+  }
+  return { tty: req.tty, stdin: req.stdin, stdout: req.stdout, stderr: req.stderr };
+}

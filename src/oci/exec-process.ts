@@ -1,0 +1,141 @@
+/**
+ * What ExecSync and streaming exec share: the per-exec temp dir (process.json, pid file, runc's
+ * log), the `runc exec` command line, killing the exec'd process by its pid, and telling runc's
+ * own failures apart from the command's exit status.
+ */
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { constants as osConstants, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ExecError, FailedPreconditionError, InvalidArgumentError } from '../errors.js';
+import { parentPid, readPidFile } from '../process/index.js';
+import { readLoggedErrors, type Runc } from './runc.js';
+import type { Process } from './spec.js';
+
+/** How long a kill waits for runc to write the pid file (runc still setting up). */
+const PID_FILE_WAIT_MS = 1_000;
+
+export interface ExecFiles {
+  dir: string;
+  process: string;
+  pid: string;
+  log: string;
+}
+
+/** The exec dirs start with this, so that start-up can sweep what a killed berthd left. */
+export const EXEC_DIR_PREFIX = 'berth-exec-';
+
+/**
+ * Empties the parent of the exec dirs at start-up: no exec survives its berthd (runc exec is
+ * berthd's child), so whatever is there was left by one that was killed.
+ */
+export async function resetExecDirs(parent: string): Promise<void> {
+  await rm(parent, { recursive: true, force: true });
+  await mkdir(parent, { recursive: true, mode: 0o700 });
+}
+
+export async function withExecFiles<T>(
+  process: Process,
+  tmpDir: string | undefined,
+  body: (files: ExecFiles) => Promise<T>,
+): Promise<T> {
+  if (process.args.length === 0) throw new InvalidArgumentError('cmd', 'must not be empty');
+  const dir = await mkdtemp(join(tmpDir ?? tmpdir(), EXEC_DIR_PREFIX));
+  try {
+    const files = {
+      dir,
+      process: join(dir, 'process.json'),
+      pid: join(dir, 'exec.pid'),
+      log: join(dir, 'log.json'),
+    };
+    await writeFile(files.process, JSON.stringify(process));
+    return await body(files);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** `runc exec` of the process file; with `tty`, runc allocates the container's terminal itself. */
+export function execCommand(
+  runc: Runc,
+  id: string,
+  files: ExecFiles,
+  tty: boolean,
+): { file: string; args: string[] } {
+  return runc.command([
+    '--log',
+    files.log,
+    '--log-format',
+    'json',
+    'exec',
+    ...(tty ? ['--tty'] : []),
+    '--process',
+    files.process,
+    '--pid-file',
+    files.pid,
+    id,
+  ]);
+}
+
+/**
+ * runc's own failures are told apart from a command that exits 255 by its log: the command's exit
+ * status never produces an error entry there. Returns the error to throw, or null.
+ */
+export async function execFailure(
+  runc: Runc,
+  id: string,
+  command: string,
+  logFile: string,
+  exitCode: number | null,
+): Promise<Error | null> {
+  const reasons = await readLoggedErrors(logFile);
+  if (reasons.length === 0) return null;
+  const reason = reasons.join('; ');
+  const st = await runc.state(id).catch(() => undefined);
+  if (st === null || (st !== undefined && st.status !== 'running')) {
+    return new FailedPreconditionError(
+      `container "${id}" is not running (${st?.status ?? 'gone'}): ${reason}`,
+    );
+  }
+  return new ExecError(command, exitCode ?? undefined, reason, false);
+}
+
+/**
+ * SIGKILLs the exec'd process, whose host pid runc wrote to the pid file. The pid is only trusted
+ * while that process is still runc's child: runc exec is its parent until it reaps it, so a pid
+ * recycled after that can never be mistaken for it. Returns whether a process was signalled.
+ */
+export async function killExecProcess(
+  runcPid: number | undefined,
+  pidFile: string,
+  hasExited: () => boolean,
+): Promise<boolean> {
+  const deadline = Date.now() + PID_FILE_WAIT_MS;
+  let pid = await readPidFile(pidFile);
+  while (pid === null && !hasExited() && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 20));
+    pid = await readPidFile(pidFile);
+  }
+  if (pid === null || runcPid === undefined || hasExited()) return false;
+  if ((await parentPid(pid)) !== runcPid) return false;
+  try {
+    process.kill(pid, 'SIGKILL');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** SIGKILL to a process group led by `pid` (runc runs detached, leading its own group). */
+export function killGroup(pid: number | undefined): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // Already gone.
+  }
+}
+
+/** 128+n for a signal name, the shell's and runc's convention for "killed by signal n". */
+export function signalExitCode(signal: NodeJS.Signals | number): number {
+  return 128 + (typeof signal === 'number' ? signal : (osConstants.signals[signal] ?? 0));
+}

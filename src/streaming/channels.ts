@@ -1,0 +1,87 @@
+/**
+ * Kubernetes' WebSocket channel framing (channel.k8s.io and its versions): every message starts
+ * with a channel number; base64 variants send text whose first character is the channel digit.
+ * From v5 a message [255, n] closes channel n (the client's way to close stdin).
+ */
+import { Readable, Writable } from 'node:stream';
+import type { WebSocket } from 'ws';
+
+export const STREAM_CLOSE = 255;
+
+export interface ChannelSocket {
+  /** One readable per channel the client may write to (stdin, resize, port-forward data). */
+  readable(channel: number): Readable;
+  /** One writable per channel we write to; ending it sends nothing (kubelet's channels neither). */
+  writable(channel: number): Writable;
+  /** Sends one message on a channel, resolving when it left. */
+  send(channel: number, data: Buffer): Promise<void>;
+}
+
+export function channelSocket(ws: WebSocket, base64: boolean, supportsClose: boolean): ChannelSocket {
+  const readables = new Map<number, Readable>();
+  const paused = new Set<number>();
+
+  const readable = (channel: number): Readable => {
+    let r = readables.get(channel);
+    if (!r) {
+      r = new Readable({
+        read: () => {
+          if (paused.delete(channel) && paused.size === 0) ws.resume();
+        },
+      });
+      readables.set(channel, r);
+    }
+    return r;
+  };
+
+  const send = (channel: number, data: Buffer): Promise<void> =>
+    new Promise((resolve, reject) => {
+      if (ws.readyState !== ws.OPEN) {
+        reject(new Error('websocket closed'));
+        return;
+      }
+      const message = base64
+        ? String.fromCharCode(48 + channel) + data.toString('base64')
+        : Buffer.concat([Buffer.from([channel]), data]);
+      ws.send(message, { binary: !base64 }, (err) => (err ? reject(err) : resolve()));
+    });
+
+  ws.on('message', (raw: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) => {
+    const bytes = Buffer.isBuffer(raw) ? raw : Array.isArray(raw) ? Buffer.concat(raw) : Buffer.from(raw);
+    if (bytes.length === 0) return;
+    let channel: number;
+    let data: Buffer;
+    if (base64 && !isBinary) {
+      channel = (bytes[0] ?? 48) - 48;
+      data = Buffer.from(bytes.subarray(1).toString('latin1'), 'base64');
+    } else {
+      channel = bytes[0] ?? 0;
+      data = bytes.subarray(1);
+    }
+    if (supportsClose && channel === STREAM_CLOSE) {
+      const closed = data[0];
+      if (closed !== undefined) readables.get(closed)?.push(null);
+      return;
+    }
+    const r = readables.get(channel);
+    if (!r || r.readableEnded || data.length === 0) return;
+    if (!r.push(data)) {
+      paused.add(channel);
+      ws.pause();
+    }
+  });
+  ws.on('close', () => {
+    for (const r of readables.values()) if (!r.readableEnded) r.push(null);
+  });
+
+  return {
+    readable,
+    writable: (channel) =>
+      new Writable({
+        write: (chunk: Buffer, _enc, done) => {
+          send(channel, chunk).then(() => done(), done);
+        },
+      }),
+    send,
+  };
+}

@@ -1,0 +1,333 @@
+/**
+ * berth's streaming server: the URLs that Exec, Attach and PortForward answer with point here.
+ * Each URL carries a single-use token for the request the RPC validated; the client upgrades the
+ * connection to SPDY/3.1 (crictl, kubelet's proxy, kubectl before 1.30) or to WebSocket (newer
+ * clients), negotiating a sub-protocol, and the session runs on the upgraded socket.
+ * Unknown or expired token: 404, as kubelet's streaming package answers.
+ */
+import { readFile } from 'node:fs/promises';
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { errorMessage } from '../errors.js';
+import type { Logger } from '../log.js';
+import { SpdyConnection } from '../spdy/connection.js';
+import {
+  SPDY_PORTFORWARD_PROTOCOL,
+  WS_PORTFORWARD_PROTOCOLS,
+  parsePort,
+  servePortForwardSpdy,
+  servePortForwardWebSocket,
+} from './portforward.js';
+import {
+  SPDY_REMOTECOMMAND_PROTOCOLS,
+  WS_REMOTECOMMAND_PROTOCOLS,
+  spdySession,
+  webSocketSession,
+  type RemoteSession,
+} from './remotecommand.js';
+import { exitCodeStatus, internalErrorStatus, successStatus, type RemoteStatus } from './status.js';
+import { TokenCache } from './tokens.js';
+import type { StreamRequest, StreamRuntime } from './types.js';
+
+export interface StreamingServerOptions {
+  /** host:port to listen on; port 0 picks a free one. IPv6 hosts in brackets. */
+  address: string;
+  /** A stream with no traffic either way for this long is closed; 0 for never. */
+  idleTimeoutMs: number;
+  /** PEM files; both or neither. With them the server speaks HTTPS. */
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
+  /** How long a token stays usable (kubelet's streaming package: 1 minute). */
+  tokenTtlMs?: number;
+  /** How long a client may take to open the streams of a session (kubelet: 30 s). */
+  streamCreationTimeoutMs?: number;
+}
+
+const DEFAULT_TOKEN_TTL_MS = 60_000;
+const DEFAULT_STREAM_CREATION_TIMEOUT_MS = 30_000;
+/** WebSocket messages are at most a stdin chunk; anything bigger is not a client we know. */
+const WS_MAX_PAYLOAD = 4 * 1024 * 1024;
+const ROUTES = new Set(['exec', 'attach', 'portforward']);
+
+export class StreamingServer {
+  private readonly tokens: TokenCache<StreamRequest>;
+  private readonly sockets = new Set<Duplex>();
+  private readonly wss = new WebSocketServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });
+
+  private constructor(
+    private readonly server: Server,
+    readonly baseUrl: string,
+    private readonly runtime: StreamRuntime,
+    private readonly opts: StreamingServerOptions,
+    private readonly logger: Logger,
+  ) {
+    this.tokens = new TokenCache(opts.tokenTtlMs ?? DEFAULT_TOKEN_TTL_MS);
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res));
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      this.track(socket);
+      this.onUpgrade(req, socket, head).catch((err: unknown) => {
+        logger.warn({ err: errorMessage(err) }, 'streaming upgrade failed');
+        socket.destroy();
+      });
+    });
+    server.on('connection', (socket: Socket) => this.track(socket));
+  }
+
+  static async start(
+    opts: StreamingServerOptions,
+    runtime: StreamRuntime,
+    logger: Logger,
+  ): Promise<StreamingServer> {
+    const { host, port } = parseAddress(opts.address);
+    const tls = opts.tlsCertFile && opts.tlsKeyFile;
+    const server = tls
+      ? createHttpsServer({
+          cert: await readFile(opts.tlsCertFile ?? ''),
+          key: await readFile(opts.tlsKeyFile ?? ''),
+        })
+      : createHttpServer();
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    const bound = server.address() as AddressInfo;
+    // A wildcard address is reachable on loopback, where kubelet on the same node connects.
+    const urlHost = isWildcard(host) ? '127.0.0.1' : host;
+    const baseUrl = `${tls ? 'https' : 'http'}://${urlHost.includes(':') ? `[${urlHost}]` : urlHost}:${bound.port}`;
+    logger.info({ url: baseUrl, tls: Boolean(tls) }, 'serving streams');
+    return new StreamingServer(server, baseUrl, runtime, opts, logger);
+  }
+
+  /** The URL a client connects to for `req`; usable once, within the token TTL. */
+  url(req: StreamRequest): string {
+    return `${this.baseUrl}/${req.kind}/${this.tokens.insert(req)}`;
+  }
+
+  /** Stops listening and closes every stream: their clients see the connection end. */
+  close(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    this.wss.close();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+
+  private track(socket: Duplex): void {
+    if (this.sockets.has(socket)) return;
+    this.sockets.add(socket);
+    socket.once('close', () => this.sockets.delete(socket));
+  }
+
+  private onRequest(req: IncomingMessage, res: ServerResponse): void {
+    const found = this.lookup(req);
+    if (!found) {
+      res.writeHead(404, { 'Content-Type': 'text/plain' }).end('404 page not found\n');
+      return;
+    }
+    res
+      .writeHead(400, { 'Content-Type': 'text/plain' })
+      .end('unable to upgrade: the request is not an upgrade to SPDY/3.1 or websocket\n');
+  }
+
+  /** Consumes the token of /<kind>/<token>; undefined for any other path, method or token. */
+  private lookup(req: IncomingMessage): StreamRequest | undefined {
+    if (req.method !== 'GET' && req.method !== 'POST') return undefined;
+    const path = new URL(req.url ?? '/', 'http://streaming').pathname;
+    const [, kind, token, ...rest] = path.split('/');
+    if (!kind || !token || rest.length > 0 || !ROUTES.has(kind)) return undefined;
+    const request = this.tokens.consume(token);
+    return request?.kind === kind ? request : undefined;
+  }
+
+  private async onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    const request = this.lookup(req);
+    if (!request) {
+      rejectUpgrade(socket, 404, '404 page not found');
+      return;
+    }
+    const upgrade = (req.headers.upgrade ?? '').toLowerCase();
+    if (upgrade === 'websocket') {
+      this.upgradeWebSocket(req, socket, head, request);
+    } else if (upgrade === 'spdy/3.1') {
+      this.upgradeSpdy(req, socket, head, request);
+    } else {
+      rejectUpgrade(socket, 400, `unable to upgrade: unsupported upgrade "${req.headers.upgrade ?? ''}"`);
+    }
+  }
+
+  private upgradeSpdy(req: IncomingMessage, socket: Duplex, head: Buffer, request: StreamRequest): void {
+    const offered = listHeader(req.headers['x-stream-protocol-version']);
+    const supported: readonly string[] =
+      request.kind === 'portforward' ? [SPDY_PORTFORWARD_PROTOCOL] : SPDY_REMOTECOMMAND_PROTOCOLS;
+    if (offered.length === 0) {
+      rejectUpgrade(socket, 400, 'unable to upgrade: X-Stream-Protocol-Version is required');
+      return;
+    }
+    const protocol = offered.find((p) => supported.includes(p));
+    if (!protocol) {
+      rejectUpgrade(
+        socket,
+        403,
+        `unable to upgrade: unable to negotiate protocol: client supports [${offered.join(' ')}], server accepts [${supported.join(' ')}]`,
+        supported.map((p) => `X-Accepted-Stream-Protocol-Versions: ${p}`),
+      );
+      return;
+    }
+    socket.write(
+      'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n' +
+        `X-Stream-Protocol-Version: ${protocol}\r\n\r\n`,
+    );
+    const conn = new SpdyConnection(socket, { role: 'server', idleTimeoutMs: this.opts.idleTimeoutMs });
+    conn.on('error', (err) => this.logger.debug({ err: errorMessage(err) }, 'SPDY connection failed'));
+    if (request.kind === 'portforward') {
+      servePortForwardSpdy(conn, request, this.runtime, this.streamCreationTimeoutMs(), this.logger);
+    } else {
+      const session = spdySession(conn, protocol, request, this.streamCreationTimeoutMs());
+      void this.runSession(request, session);
+    }
+    conn.feed(head);
+  }
+
+  private upgradeWebSocket(req: IncomingMessage, socket: Duplex, head: Buffer, request: StreamRequest): void {
+    const offered = listHeader(req.headers['sec-websocket-protocol']);
+    const supported: readonly string[] =
+      request.kind === 'portforward' ? WS_PORTFORWARD_PROTOCOLS : WS_REMOTECOMMAND_PROTOCOLS;
+    // No sub-protocol at all is kubelet's "" protocol: binary channels, v1 behaviour.
+    const protocol = offered.length === 0 ? '' : offered.find((p) => supported.includes(p));
+    if (protocol === undefined) {
+      rejectUpgrade(
+        socket,
+        400,
+        `unable to upgrade: requested protocol(s) are not supported: [${offered.join(' ')}]; supports [${supported.join(' ')}]`,
+      );
+      return;
+    }
+    let ports: number[] = [];
+    if (request.kind === 'portforward') {
+      try {
+        ports = queryPorts(req, request.ports);
+      } catch (err) {
+        rejectUpgrade(socket, 400, errorMessage(err));
+        return;
+      }
+    }
+    // ws picks the protocol through this hook; the choice was made above.
+    const wss = new WebSocketServer({
+      noServer: true,
+      maxPayload: WS_MAX_PAYLOAD,
+      handleProtocols: () => protocol || false,
+    });
+    wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
+      wss.close();
+      if (this.opts.idleTimeoutMs > 0 && 'setTimeout' in socket) {
+        (socket as Socket).setTimeout(this.opts.idleTimeoutMs, () => ws.terminate());
+      }
+      ws.on('error', (err) => this.logger.debug({ err: errorMessage(err) }, 'websocket failed'));
+      if (request.kind === 'portforward') {
+        servePortForwardWebSocket(ws, protocol, ports, request, this.runtime, this.logger);
+      } else {
+        void this.runSession(request, Promise.resolve(webSocketSession(ws, protocol, request)));
+      }
+    });
+  }
+
+  private async runSession(
+    request: Extract<StreamRequest, { kind: 'exec' | 'attach' }>,
+    pending: Promise<RemoteSession>,
+  ): Promise<void> {
+    let session: RemoteSession;
+    try {
+      session = await pending;
+    } catch (err) {
+      this.logger.debug({ err: errorMessage(err) }, 'stream session not established');
+      return;
+    }
+    const started = Date.now();
+    let status: RemoteStatus;
+    try {
+      if (request.kind === 'exec') {
+        const { exitCode } = await this.runtime.exec(request, session.io);
+        status = exitCode === 0 ? successStatus() : exitCodeStatus(exitCode);
+      } else {
+        await this.runtime.attach(request, session.io);
+        status = successStatus();
+      }
+    } catch (err) {
+      const what = request.kind === 'exec' ? 'executing command in container' : 'attaching to container';
+      status = internalErrorStatus(`error ${what}: ${errorMessage(err)}`);
+    }
+    this.logger.debug(
+      {
+        kind: request.kind,
+        container: request.containerId,
+        ms: Date.now() - started,
+        status: status.reason ?? status.status,
+      },
+      'stream session ended',
+    );
+    await session.finish(status);
+  }
+
+  private streamCreationTimeoutMs(): number {
+    return this.opts.streamCreationTimeoutMs ?? DEFAULT_STREAM_CREATION_TIMEOUT_MS;
+  }
+}
+
+function rejectUpgrade(socket: Duplex, code: number, message: string, extraHeaders: string[] = []): void {
+  const reason = code === 404 ? 'Not Found' : code === 403 ? 'Forbidden' : 'Bad Request';
+  const body = `${message}\n`;
+  socket.end(
+    [
+      `HTTP/1.1 ${code} ${reason}`,
+      'Content-Type: text/plain; charset=utf-8',
+      `Content-Length: ${Buffer.byteLength(body)}`,
+      'Connection: close',
+      ...extraHeaders,
+      '',
+      body,
+    ].join('\r\n'),
+  );
+}
+
+/** A header that may be repeated or comma-joined (Node joins repeats with ", "). */
+function listHeader(value: string | string[] | undefined): string[] {
+  const joined = Array.isArray(value) ? value.join(',') : (value ?? '');
+  return joined
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+}
+
+/** WebSocket port-forward ports: the URL's `port` parameters, else the ports the RPC named. */
+function queryPorts(req: IncomingMessage, requested: number[]): number[] {
+  const values = new URL(req.url ?? '/', 'http://streaming').searchParams.getAll('port');
+  const ports = values.flatMap((v) => v.split(',')).map((p) => parsePort(p.trim()));
+  const chosen = ports.length > 0 ? ports : requested;
+  if (chosen.length === 0) throw new Error('query parameter "port" is required');
+  for (const p of chosen) {
+    if (requested.length > 0 && !requested.includes(p)) throw new Error(`port ${p} was not requested`);
+  }
+  return chosen;
+}
+
+export function parseAddress(address: string): { host: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(address);
+  if (!m) throw new Error(`"${address}" is not host:port`);
+  const host = m[1] ?? m[2] ?? '';
+  const port = Number(m[3]);
+  if (port > 65535) throw new Error(`port ${port} is out of range`);
+  return { host: host === '' ? '0.0.0.0' : host, port };
+}
+
+function isWildcard(host: string): boolean {
+  return host === '0.0.0.0' || host === '::' || host === '[::]';
+}

@@ -1,0 +1,656 @@
+/**
+ * Exec, Attach and PortForward end to end: a real berthd over its gRPC socket, containers run by
+ * runc under conmon in pods on a real bridge, and the streams driven by crictl (the reference
+ * SPDY client) and by this suite's own SPDY and WebSocket clients. Needs root. Traffic goes to
+ * loopback and to the test pods' own network namespaces only.
+ */
+import assert from 'node:assert/strict';
+import { readdir, readFile } from 'node:fs/promises';
+import { request } from 'node:http';
+import { createServer, type AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { status } from '@grpc/grpc-js';
+import { podConfig, TestDaemon, waitFor } from '../harness/daemon.js';
+import { rejectsWith } from '../harness/grpc.js';
+import {
+  buildLayer,
+  busyboxEntries,
+  pushImage,
+  type LayerEntry,
+  type PushedImage,
+} from '../harness/images.js';
+import { startRegistry, type TestRegistry } from '../harness/registry.js';
+import { registrySkip } from '../harness/skip.js';
+import {
+  UpgradeRefused,
+  channelText,
+  crictl,
+  crictlSkip,
+  crictlTty,
+  spdyConnect,
+  spdyRemoteCommand,
+  wsConnect,
+} from '../harness/streaming.js';
+
+const SUITE_TIMEOUT_MS = 600_000;
+const EXTRA_APPLETS = ['stty', 'tty', 'httpd', 'yes', 'dd', 'seq', 'sed', 'tr'];
+const PAGE = '<html>served from a berth pod</html>\n';
+
+interface UrlResponse {
+  url: string;
+}
+
+describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
+  let registry: TestRegistry;
+  let daemon: TestDaemon;
+  let image: PushedImage;
+  let podId: string;
+  let podCfg: Record<string, unknown>;
+  /** Runs `sleep 1000`. */
+  let sleeper: string;
+
+  before(async () => {
+    registry = await startRegistry();
+    const entries: LayerEntry[] = [
+      ...busyboxEntries(),
+      ...EXTRA_APPLETS.map((a): LayerEntry => ({ type: 'symlink', path: `bin/${a}`, target: 'busybox' })),
+      { type: 'dir', path: 'www' },
+      { type: 'file', path: 'www/index.html', content: PAGE },
+    ];
+    image = await pushImage(registry, 'berth/streaming', '1', {
+      layers: [await buildLayer(entries, 'gzip')],
+      config: { Cmd: ['/bin/sleep', '1000'], WorkingDir: '/', Env: ['PATH=/bin'] },
+    });
+    daemon = await TestDaemon.create({ cni: 'bridge' });
+    await daemon.cri.callImage('PullImage', { image: { image: image.reference } });
+    podCfg = pod('streams');
+    podId = await runPod(podCfg);
+    sleeper = await startContainer('sleeper');
+  });
+
+  after(async () => {
+    await daemon?.destroy();
+    await registry?.stop();
+  });
+
+  function pod(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+    return podConfig(name, { log_directory: join(daemon.base, 'logs', name), ...extra });
+  }
+
+  async function runPod(config: Record<string, unknown>): Promise<string> {
+    return (await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config })).pod_sandbox_id;
+  }
+
+  async function startContainer(
+    name: string,
+    extra: Record<string, unknown> = {},
+    sandbox = podId,
+    sandboxConfig = podCfg,
+  ): Promise<string> {
+    const { container_id: id } = await daemon.cri.call<{ container_id: string }>('CreateContainer', {
+      pod_sandbox_id: sandbox,
+      config: { metadata: { name }, image: { image: image.reference }, log_path: `${name}.log`, ...extra },
+      sandbox_config: sandboxConfig,
+    });
+    await daemon.cri.call('StartContainer', { container_id: id });
+    return id;
+  }
+
+  function execUrl(id: string, cmd: string[], flags: Record<string, boolean> = {}): Promise<string> {
+    return daemon.cri
+      .call<UrlResponse>('Exec', { container_id: id, cmd, stdout: true, stderr: true, ...flags })
+      .then((r) => r.url);
+  }
+
+  async function execSync(id: string, cmd: string[]): Promise<string> {
+    const res = await daemon.cri.call<{ stdout: Buffer; exit_code: number }>('ExecSync', {
+      container_id: id,
+      cmd,
+      timeout: 10,
+    });
+    return res.stdout.toString();
+  }
+
+  /** Host processes whose command line mentions `needle` (runc exec helpers, socat, leftovers). */
+  async function hostProcesses(needle: string): Promise<string[]> {
+    const found: string[] = [];
+    for (const pid of await readdir('/proc')) {
+      if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
+      const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+      if (cmdline.includes(needle)) found.push(`${pid}: ${cmdline.replaceAll('\0', ' ')}`);
+    }
+    return found;
+  }
+
+  async function berthdRssKiB(): Promise<number> {
+    const text = await readFile(`/proc/${daemon.proc?.pid}/status`, 'utf8');
+    return Number(/VmRSS:\s+(\d+)/.exec(text)?.[1] ?? 0);
+  }
+
+  describe('the RPCs', () => {
+    it('answer with a URL on the streaming server carrying a token', async () => {
+      const url = await execUrl(sleeper, ['true']);
+      assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/exec\/[A-Za-z0-9_-]{20,}$/);
+      const attach = await daemon.cri.call<UrlResponse>('Attach', { container_id: sleeper, stdout: true });
+      assert.match(attach.url, /\/attach\/[A-Za-z0-9_-]+$/);
+      const pf = await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: podId, port: [80] });
+      assert.match(pf.url, /\/portforward\/[A-Za-z0-9_-]+$/);
+    });
+
+    it('refuse bad requests with the field named, unknown ids and stopped containers', async () => {
+      await rejectsWith(
+        daemon.cri.call('Exec', { container_id: 'nope', cmd: ['true'], stdout: true }),
+        status.NOT_FOUND,
+        'nope',
+      );
+      await rejectsWith(
+        daemon.cri.call('Exec', { container_id: sleeper, cmd: [], stdout: true }),
+        status.INVALID_ARGUMENT,
+        'cmd',
+      );
+      await rejectsWith(
+        daemon.cri.call('Exec', { container_id: sleeper, cmd: ['true'] }),
+        status.INVALID_ARGUMENT,
+        'stdin',
+      );
+      await rejectsWith(
+        daemon.cri.call('Exec', {
+          container_id: sleeper,
+          cmd: ['sh'],
+          tty: true,
+          stdout: true,
+          stderr: true,
+        }),
+        status.INVALID_ARGUMENT,
+        'stderr',
+      );
+      await rejectsWith(
+        daemon.cri.call('Attach', { container_id: 'nope', stdout: true }),
+        status.NOT_FOUND,
+        'nope',
+      );
+      await rejectsWith(
+        daemon.cri.call('PortForward', { pod_sandbox_id: 'nope', port: [80] }),
+        status.NOT_FOUND,
+        'nope',
+      );
+      await rejectsWith(
+        daemon.cri.call('PortForward', { pod_sandbox_id: podId, port: [70000] }),
+        status.INVALID_ARGUMENT,
+        'port[0]',
+      );
+      const stopped = await startContainer('stopped-one');
+      await daemon.cri.call('StopContainer', { container_id: stopped, timeout: 0 });
+      await rejectsWith(
+        daemon.cri.call('Exec', { container_id: stopped, cmd: ['true'], stdout: true }),
+        status.FAILED_PRECONDITION,
+        'not running',
+      );
+      await rejectsWith(
+        daemon.cri.call('Attach', { container_id: stopped, stdout: true }),
+        status.FAILED_PRECONDITION,
+        'not running',
+      );
+    });
+
+    it('a used, unknown or malformed token is a 404', async () => {
+      const url = await execUrl(sleeper, ['true'], { stderr: false });
+      const first = await spdyRemoteCommand(url);
+      assert.match(first.errorText, /"status":"Success"/);
+      await assert.rejects(
+        spdyRemoteCommand(url),
+        (err: unknown) => err instanceof UpgradeRefused && err.failure.statusCode === 404,
+      );
+      const base = url.slice(0, url.indexOf('/exec/'));
+      await assert.rejects(
+        spdyRemoteCommand(`${base}/exec/not-a-token`),
+        (err: unknown) => err instanceof UpgradeRefused && err.failure.statusCode === 404,
+      );
+      const plain = await new Promise<number>((resolve, reject) => {
+        request(`${base}/attach/x`, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        })
+          .on('error', reject)
+          .end();
+      });
+      assert.equal(plain, 404);
+    });
+
+    it('a protocol the server does not speak is refused with the ones it accepts', async () => {
+      const url = await execUrl(sleeper, ['true']);
+      await assert.rejects(spdyConnect(url, ['v9.channel.k8s.io']), (err: unknown) => {
+        assert.ok(err instanceof UpgradeRefused);
+        assert.equal(err.failure.statusCode, 403);
+        assert.match(
+          String(err.failure.headers['x-accepted-stream-protocol-versions']),
+          /v4\.channel\.k8s\.io/,
+        );
+        return true;
+      });
+    });
+  });
+
+  describe('exec with crictl', { skip: crictlSkip }, () => {
+    it('runs a command and passes its output and exit code', async () => {
+      const ok = await crictl(daemon.socket, ['exec', sleeper, 'sh', '-c', 'echo out; echo err >&2; id -u']);
+      assert.equal(ok.code, 0, ok.stderr);
+      assert.equal(ok.stdout, 'out\n0\n');
+      assert.match(ok.stderr, /err/);
+      // crictl 1.29 itself exits 1 and names the command's code.
+      const failed = await crictl(daemon.socket, ['exec', sleeper, 'sh', '-c', 'exit 7']);
+      assert.equal(failed.code, 1, failed.stderr);
+      assert.match(failed.stderr, /exit code 7/);
+    });
+
+    it('passes stdin to the command and its end closes the command stdin', async () => {
+      const res = await crictl(daemon.socket, ['exec', '-i', sleeper, 'sh', '-c', 'cat; echo done'], {
+        input: 'line one\nline two\n',
+      });
+      assert.equal(res.code, 0, res.stderr);
+      assert.equal(res.stdout, 'line one\nline two\ndone\n');
+    });
+
+    it('exec -it gets a terminal of the client size inside the container, and resizes', async () => {
+      const res = await crictlTty(
+        daemon.socket,
+        ['exec', '-it', sleeper, 'sh', '-c', 'tty; sleep 0.2; stty size'],
+        {
+          rows: 33,
+          cols: 101,
+        },
+      );
+      assert.equal(res.code, 0, res.stdout + res.stderr);
+      assert.match(res.stdout, /\/dev\/pts\/\d+/);
+      assert.match(res.stdout, /33 101/);
+    });
+
+    it('exec -it takes interactive input and reports the exit code', async () => {
+      const res = await crictlTty(daemon.socket, ['exec', '-it', sleeper, 'sh'], {
+        input: 'echo interactive-$((6*7))\nexit 5\n',
+      });
+      assert.match(res.stdout, /interactive-42/);
+      assert.equal(res.code, 1, res.stdout);
+      assert.match(res.stdout + res.stderr, /exit code 5/);
+    });
+
+    it('streams a large output completely', async () => {
+      const res = await crictl(daemon.socket, [
+        'exec',
+        sleeper,
+        'sh',
+        '-c',
+        'yes 0123456789abcdef | head -c 20000000',
+      ]);
+      assert.equal(res.code, 0, res.stderr);
+      assert.equal(res.stdout.length, 20_000_000);
+    });
+
+    it('20 execs at once each get their own output', async () => {
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          crictl(daemon.socket, ['exec', sleeper, 'sh', '-c', `seq ${i} ${i + 999}`]),
+        ),
+      );
+      results.forEach((res, i) => {
+        assert.equal(res.code, 0, res.stderr);
+        const lines = res.stdout.trim().split('\n');
+        assert.equal(lines.length, 1000);
+        assert.equal(lines[0], String(i));
+      });
+    });
+  });
+
+  describe('exec over SPDY directly', () => {
+    it('v4 ends with a JSON status: Success, or NonZeroExitCode with the code', async () => {
+      const ok = await spdyRemoteCommand(await execUrl(sleeper, ['echo', 'hi']), { stderr: true });
+      assert.equal(ok.protocol, 'v4.channel.k8s.io');
+      assert.equal(ok.stdout.toString(), 'hi\n');
+      assert.deepEqual(JSON.parse(ok.errorText), { metadata: {}, status: 'Success' });
+      const failed = await spdyRemoteCommand(await execUrl(sleeper, ['sh', '-c', 'exit 3']), {
+        stderr: true,
+      });
+      const st = JSON.parse(failed.errorText) as {
+        status: string;
+        reason: string;
+        details: { causes: { reason: string; message: string }[] };
+      };
+      assert.equal(st.status, 'Failure');
+      assert.equal(st.reason, 'NonZeroExitCode');
+      assert.deepEqual(st.details.causes, [{ reason: 'ExitCode', message: '3' }]);
+    });
+
+    it('older protocols get the failure as text and nothing on success', async () => {
+      for (const protocol of ['v3.channel.k8s.io', 'v2.channel.k8s.io', 'channel.k8s.io']) {
+        const ok = await spdyRemoteCommand(await execUrl(sleeper, ['echo', protocol]), {
+          protocols: [protocol],
+          stderr: true,
+        });
+        assert.equal(ok.protocol, protocol);
+        assert.equal(ok.stdout.toString(), `${protocol}\n`);
+        assert.equal(ok.errorText, '');
+        const failed = await spdyRemoteCommand(await execUrl(sleeper, ['sh', '-c', 'exit 4']), {
+          protocols: [protocol],
+          stderr: true,
+        });
+        assert.match(failed.errorText, /non-zero exit code/);
+      }
+    });
+
+    it('a missing executable is an error on the error stream naming it', async () => {
+      const res = await spdyRemoteCommand(await execUrl(sleeper, ['/no/such/binary']), { stderr: true });
+      const st = JSON.parse(res.errorText) as { status: string; message: string };
+      assert.equal(st.status, 'Failure');
+      assert.match(st.message, /no\/such\/binary/);
+    });
+
+    it('a slow client slows the command: berthd does not buffer the output', async () => {
+      const url = await execUrl(sleeper, ['sh', '-c', 'yes 0123456789abcdef | head -c 300000000'], {
+        stderr: false,
+      });
+      const before = await berthdRssKiB();
+      let peak = before;
+      const sampler = setInterval(() => {
+        void berthdRssKiB().then((rss) => (peak = Math.max(peak, rss)));
+      }, 100);
+      try {
+        const res = await spdyRemoteCommand(url, { discardOutput: true, readDelayMs: 2000 });
+        assert.equal(res.stdoutBytes, 300_000_000);
+        assert.deepEqual(JSON.parse(res.errorText), { metadata: {}, status: 'Success' });
+      } finally {
+        clearInterval(sampler);
+      }
+      assert.ok(
+        peak - before < 80 * 1024,
+        `berthd grew by ${Math.round((peak - before) / 1024)} MiB while streaming 300 MB`,
+      );
+    });
+
+    it('a client that goes away kills the command and leaves nothing behind', async () => {
+      const marker = `gone-${Date.now()}`;
+      const url = await execUrl(sleeper, ['sh', '-c', `exec sleep 4321 # ${marker}`], { stderr: false });
+      const { conn, socket } = await spdyConnect(url, ['v4.channel.k8s.io']);
+      await conn.openStream({ streamType: 'error' });
+      await conn.openStream({ streamType: 'stdout' });
+      await waitFor(
+        async () => (await execSync(sleeper, ['ps', '-o', 'args'])).includes('sleep 4321'),
+        10_000,
+      );
+      socket.destroy();
+      await waitFor(
+        async () => !(await execSync(sleeper, ['ps', '-o', 'args'])).includes('sleep 4321'),
+        10_000,
+      );
+      await waitFor(
+        async () => (await hostProcesses(' exec ')).filter((p) => p.includes(daemon.base)).length === 0,
+        10_000,
+      );
+      assert.deepEqual(await readdir(join(daemon.stateDir, 'exec')), [], 'no exec dirs left');
+    });
+  });
+
+  describe('exec over WebSocket', () => {
+    it('v5 with the close signal for stdin, and the v4 status', async () => {
+      const url = await execUrl(sleeper, ['sh', '-c', 'cat; exit 9'], { stdin: true });
+      const ws = await wsConnect(url, ['v5.channel.k8s.io']);
+      assert.equal(ws.protocol, 'v5.channel.k8s.io');
+      ws.send(0, 'to stdin\n');
+      ws.ws.send(Buffer.from([255, 0]));
+      await ws.closed;
+      assert.equal(channelText(ws, 1), 'to stdin\n');
+      const st = JSON.parse(channelText(ws, 3)) as {
+        reason: string;
+        details: { causes: { message: string }[] };
+      };
+      assert.equal(st.reason, 'NonZeroExitCode');
+      assert.equal(st.details.causes[0]?.message, '9');
+    });
+
+    it('v4 binary and base64 framing, stderr on its own channel', async () => {
+      for (const protocol of ['v4.channel.k8s.io', 'v4.base64.channel.k8s.io']) {
+        const ws = await wsConnect(await execUrl(sleeper, ['sh', '-c', 'echo o; echo e >&2']), [protocol]);
+        assert.equal(ws.protocol, protocol);
+        await ws.closed;
+        assert.equal(channelText(ws, 1), 'o\n');
+        assert.equal(channelText(ws, 2), 'e\n');
+        assert.deepEqual(JSON.parse(channelText(ws, 3)), { metadata: {}, status: 'Success' });
+      }
+    });
+
+    it('a terminal and a resize message', async () => {
+      const url = await execUrl(sleeper, ['sh', '-c', 'sleep 0.5; stty size'], { tty: true, stderr: false });
+      const ws = await wsConnect(url, ['v4.channel.k8s.io']);
+      ws.send(4, JSON.stringify({ Width: 120, Height: 40 }));
+      await ws.closed;
+      assert.match(channelText(ws, 1), /40 120/);
+    });
+  });
+
+  describe('attach', () => {
+    let interactive: string;
+
+    before(async () => {
+      // `cat` echoes what it is given: stdin kept open (no stdin_once), no terminal.
+      interactive = await startContainer('interactive', { command: ['/bin/cat'], stdin: true });
+    });
+
+    it('joins the container stdio; detaching leaves it running; several at once', async () => {
+      const urlA = (
+        await daemon.cri.call<UrlResponse>('Attach', {
+          container_id: interactive,
+          stdin: true,
+          stdout: true,
+          stderr: true,
+        })
+      ).url;
+      const urlB = (await daemon.cri.call<UrlResponse>('Attach', { container_id: interactive, stdout: true }))
+        .url;
+      const a = await wsConnect(urlA, ['v4.channel.k8s.io']);
+      const b = await wsConnect(urlB, ['v4.channel.k8s.io']);
+      a.send(0, 'hello attach\n');
+      await waitFor(
+        async () => channelText(a, 1).includes('hello attach') && channelText(b, 1).includes('hello attach'),
+        10_000,
+      );
+      a.ws.close();
+      b.ws.close();
+      await Promise.all([a.closed, b.closed]);
+      const st = await daemon.cri.call<{ status: { state: string } }>('ContainerStatus', {
+        container_id: interactive,
+      });
+      assert.equal(st.status.state, 'CONTAINER_RUNNING');
+    });
+
+    it('crictl attach passes input through and output back', { skip: crictlSkip }, async () => {
+      // crictl attach returns when the container's output ends: the container here exits on EOF.
+      const once = await startContainer('attach-once', {
+        command: ['/bin/sh', '-c', 'read line; echo "got $line"; sleep 1'],
+        stdin: true,
+        stdin_once: true,
+      });
+      const res = await crictl(daemon.socket, ['attach', '-i', once], {
+        input: 'something\n',
+        timeoutMs: 30_000,
+      });
+      assert.match(res.stdout, /got something/, res.stderr);
+    });
+
+    it('attach to a terminal container resizes its terminal', async () => {
+      const tty = await startContainer('tty', { command: ['/bin/sh'], stdin: true, tty: true });
+      const url = (
+        await daemon.cri.call<UrlResponse>('Attach', {
+          container_id: tty,
+          stdin: true,
+          stdout: true,
+          tty: true,
+        })
+      ).url;
+      const ws = await wsConnect(url, ['v4.channel.k8s.io']);
+      ws.send(4, JSON.stringify({ Width: 91, Height: 27 }));
+      await new Promise((r) => setTimeout(r, 300));
+      ws.send(0, 'stty size\n');
+      await waitFor(async () => channelText(ws, 1).includes('27 91'), 10_000);
+      ws.ws.close();
+    });
+
+    it('a berthd restart ends the stream; the container keeps running; nothing leaks', async () => {
+      const url = (await daemon.cri.call<UrlResponse>('Attach', { container_id: interactive, stdout: true }))
+        .url;
+      const ws = await wsConnect(url, ['v4.channel.k8s.io']);
+      await daemon.restart();
+      await ws.closed;
+      const st = await daemon.cri.call<{ status: { state: string } }>('ContainerStatus', {
+        container_id: interactive,
+      });
+      assert.equal(st.status.state, 'CONTAINER_RUNNING');
+      assert.equal(await execSync(interactive, ['echo', 'alive']), 'alive\n');
+    });
+  });
+
+  describe('port-forward', () => {
+    let webPodId: string;
+    let hostPodId: string;
+    let hostPort: number;
+
+    before(async () => {
+      const webCfg = pod('web');
+      webPodId = await runPod(webCfg);
+      await startContainer(
+        'httpd',
+        { command: ['/bin/httpd', '-f', '-p', '80', '-h', '/www'] },
+        webPodId,
+        webCfg,
+      );
+      // A host-network pod's port is the host's: a free one, so nothing else answers there.
+      hostPort = await new Promise<number>((resolve) => {
+        const s = createServer().listen(0, '127.0.0.1', () => {
+          const p = (s.address() as AddressInfo).port;
+          s.close(() => resolve(p));
+        });
+      });
+      const hostCfg = pod('hostnet', {
+        linux: { security_context: { namespace_options: { network: 'NODE' } } },
+      });
+      hostPodId = await runPod(hostCfg);
+      await startContainer(
+        'httpd-host',
+        { command: ['/bin/httpd', '-f', '-p', `127.0.0.1:${hostPort}`, '-h', '/www'] },
+        hostPodId,
+        hostCfg,
+      );
+      await new Promise((r) => setTimeout(r, 300));
+    });
+
+    async function forwardGet(
+      url: string,
+      port: number,
+      requestId = '0',
+    ): Promise<{ data: string; error: string }> {
+      const { conn } = await spdyConnect(url, ['portforward.k8s.io']);
+      const headers = { port: String(port), requestID: requestId };
+      const error = await conn.openStream({ streamType: 'error', ...headers });
+      const data = await conn.openStream({ streamType: 'data', ...headers });
+      error.end();
+      const chunks: { data: Buffer[]; error: Buffer[] } = { data: [], error: [] };
+      data.on('data', (c: Buffer) => chunks.data.push(c));
+      error.on('data', (c: Buffer) => chunks.error.push(c));
+      data.end('GET / HTTP/1.0\r\n\r\n');
+      await Promise.all([new Promise((r) => data.once('end', r)), new Promise((r) => error.once('end', r))]);
+      conn.close();
+      return { data: Buffer.concat(chunks.data).toString(), error: Buffer.concat(chunks.error).toString() };
+    }
+
+    it('reaches a server inside the pod network namespace over SPDY', async () => {
+      const url = (
+        await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: webPodId, port: [80] })
+      ).url;
+      const res = await forwardGet(url, 80);
+      assert.equal(res.error, '');
+      assert.match(res.data, /200 OK/);
+      assert.ok(res.data.includes(PAGE));
+    });
+
+    it('a host-network pod forwards to the host port', async () => {
+      const url = (await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: hostPodId, port: [] }))
+        .url;
+      const res = await forwardGet(url, hostPort);
+      assert.equal(res.error, '');
+      assert.ok(res.data.includes(PAGE));
+    });
+
+    it('a closed port is an error on the error stream, not a hang', async () => {
+      const url = (await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: webPodId, port: [] }))
+        .url;
+      const res = await forwardGet(url, 81);
+      assert.match(res.error, /error forwarding port 81/);
+      assert.match(res.error, /refused/i);
+    });
+
+    it('several connections at once on one session', async () => {
+      const url = (await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: webPodId, port: [] }))
+        .url;
+      const { conn } = await spdyConnect(url, ['portforward.k8s.io']);
+      const one = async (rid: number): Promise<string> => {
+        const headers = { port: '80', requestID: String(rid) };
+        const error = await conn.openStream({ streamType: 'error', ...headers });
+        const data = await conn.openStream({ streamType: 'data', ...headers });
+        error.end();
+        let errorText = '';
+        error.on('data', (c: Buffer) => (errorText += c.toString()));
+        const chunks: Buffer[] = [];
+        data.on('data', (c: Buffer) => chunks.push(c));
+        data.end('GET / HTTP/1.0\r\n\r\n');
+        await new Promise((r) => data.once('end', r));
+        return `${Buffer.concat(chunks).toString()}${errorText}`;
+      };
+      const pages = await Promise.all([1, 2, 3, 4, 5].map(one));
+      for (const page of pages) assert.ok(page.includes(PAGE), page);
+      conn.close();
+      await waitFor(
+        async () =>
+          (await hostProcesses('socat')).filter((p) => p.includes('TCP4:127.0.0.1:80')).length === 0,
+        10_000,
+      );
+    });
+
+    it('over WebSocket with the port in the URL', async () => {
+      const url = (
+        await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: webPodId, port: [80] })
+      ).url;
+      const ws = await wsConnect(`${url}?port=80`, ['v4.channel.k8s.io']);
+      await waitFor(async () => (ws.received.get(0)?.length ?? 0) >= 1, 10_000);
+      assert.deepEqual(ws.received.get(0)?.[0], Buffer.from([80, 0]));
+      ws.send(0, 'GET / HTTP/1.0\r\n\r\n');
+      await waitFor(async () => channelText(ws, 0).includes(PAGE.trim()), 10_000);
+      ws.ws.close();
+    });
+
+    it('crictl port-forward serves a local port', { skip: crictlSkip }, async () => {
+      const local = await new Promise<number>((resolve) => {
+        const s = createServer().listen(0, '127.0.0.1', () => {
+          const p = (s.address() as AddressInfo).port;
+          s.close(() => resolve(p));
+        });
+      });
+      const pf = crictl(daemon.socket, ['port-forward', webPodId, `${local}:80`], {
+        timeoutMs: 30_000,
+      }).catch(() => undefined);
+      let page = '';
+      await waitFor(async () => {
+        page = await new Promise<string>((resolve) => {
+          request(`http://127.0.0.1:${local}/`, (res) => {
+            let body = '';
+            res.on('data', (c: Buffer) => (body += c.toString()));
+            res.on('end', () => resolve(body));
+          })
+            .on('error', () => resolve(''))
+            .end();
+        });
+        return page.includes(PAGE.trim());
+      }, 20_000);
+      for (const p of await hostProcesses(`${local}:80`)) process.kill(Number(p.split(':')[0]), 'SIGTERM');
+      await pf;
+    });
+  });
+});

@@ -1,0 +1,297 @@
+/**
+ * Clients of berth's streaming server for tests and benchmarks: SPDY (as client-go's remotecommand
+ * and portforward executors speak it) and WebSocket (channel.k8s.io), plus crictl, the reference
+ * client, where the machine has it.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { request } from 'node:http';
+import type { Socket } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { WebSocket } from 'ws';
+import { SpdyConnection, type SpdyStream } from '../../src/spdy/connection.js';
+
+/** crictl v1.29 from $CRICTL or the shared tools beside the project; null where there is none. */
+export const CRICTL: string | null = (() => {
+  const candidates = [
+    process.env.CRICTL,
+    fileURLToPath(new URL('../../../../shared/tools/crictl', import.meta.url)),
+  ];
+  return candidates.find((c): c is string => Boolean(c) && existsSync(c as string)) ?? null;
+})();
+
+export const crictlSkip: string | false = CRICTL
+  ? false
+  : 'crictl not found: set $CRICTL or provide ../shared/tools/crictl';
+
+export interface UpgradeFailure {
+  statusCode: number;
+  body: string;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+export class UpgradeRefused extends Error {
+  constructor(readonly failure: UpgradeFailure) {
+    super(`upgrade refused: ${failure.statusCode} ${failure.body.trim()}`);
+  }
+}
+
+export interface SpdyClient {
+  conn: SpdyConnection;
+  protocol: string;
+  socket: Socket;
+}
+
+/** Upgrades a connection to `url` to SPDY/3.1 offering `protocols`, in order of preference. */
+export function spdyConnect(url: string, protocols: string[]): Promise<SpdyClient> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, {
+      method: 'POST',
+      headers: {
+        Connection: 'Upgrade',
+        Upgrade: 'SPDY/3.1',
+        ...(protocols.length > 0 ? { 'X-Stream-Protocol-Version': protocols } : {}),
+      },
+    });
+    req.on('upgrade', (res, socket: Socket, head: Buffer) => {
+      const conn = new SpdyConnection(socket, { role: 'client' });
+      conn.on('error', () => undefined);
+      conn.feed(head);
+      resolve({ conn, protocol: String(res.headers['x-stream-protocol-version'] ?? ''), socket });
+    });
+    req.on('response', (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () =>
+        reject(new UpgradeRefused({ statusCode: res.statusCode ?? 0, body, headers: res.headers })),
+      );
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+export interface RemoteCommandOptions {
+  protocols?: string[];
+  stdin?: Buffer | null;
+  stdout?: boolean;
+  stderr?: boolean;
+  tty?: boolean;
+  resize?: { width: number; height: number };
+  /** Called with each stdout chunk as it arrives (the chunk is kept too unless `discard`). */
+  onStdout?: (chunk: Buffer) => void;
+  discardOutput?: boolean;
+  /** Let the stdout stream sit unread this long before reading it (backpressure tests). */
+  readDelayMs?: number;
+}
+
+export interface RemoteCommandResult {
+  protocol: string;
+  stdout: Buffer;
+  stderr: Buffer;
+  stdoutBytes: number;
+  /** The error stream's bytes: JSON from v4 on, text before. */
+  errorText: string;
+}
+
+/** Runs an exec or attach session over SPDY the way client-go does: error stream first. */
+export async function spdyRemoteCommand(
+  url: string,
+  opts: RemoteCommandOptions = {},
+): Promise<RemoteCommandResult> {
+  const { conn, protocol } = await spdyConnect(url, opts.protocols ?? ['v4.channel.k8s.io']);
+  return runOnConnection(conn, protocol, opts);
+}
+
+export async function runOnConnection(
+  conn: SpdyConnection,
+  protocol: string,
+  opts: RemoteCommandOptions,
+): Promise<RemoteCommandResult> {
+  const error = await conn.openStream({ streamType: 'error' });
+  const stdin =
+    opts.stdin !== undefined && opts.stdin !== null ? await conn.openStream({ streamType: 'stdin' }) : null;
+  const stdout = opts.stdout === false ? null : await conn.openStream({ streamType: 'stdout' });
+  const stderr = opts.stderr && !opts.tty ? await conn.openStream({ streamType: 'stderr' }) : null;
+  const resize =
+    opts.tty && protocol !== 'channel.k8s.io' && protocol !== 'v2.channel.k8s.io'
+      ? await conn.openStream({ streamType: 'resize' })
+      : null;
+  if (resize && opts.resize)
+    resize.write(JSON.stringify({ Width: opts.resize.width, Height: opts.resize.height }));
+  if (stdin && opts.stdin) stdin.end(opts.stdin);
+  error.end();
+  const outChunks: Buffer[] = [];
+  let stdoutBytes = 0;
+  const [errorBytes, , errBytes] = await Promise.all([
+    collect(error),
+    stdout
+      ? drain(
+          stdout,
+          (c) => {
+            stdoutBytes += c.length;
+            opts.onStdout?.(c);
+            if (!opts.discardOutput) outChunks.push(c);
+          },
+          opts.readDelayMs ?? 0,
+        )
+      : Promise.resolve(),
+    stderr ? collect(stderr) : Promise.resolve(Buffer.alloc(0)),
+  ]);
+  resize?.end();
+  conn.close();
+  return {
+    protocol,
+    stdout: Buffer.concat(outChunks),
+    stderr: errBytes,
+    stdoutBytes,
+    errorText: errorBytes.toString('utf8'),
+  };
+}
+
+function collect(stream: SpdyStream): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  return new Promise((resolve) => {
+    stream.on('data', (c: Buffer) => chunks.push(c));
+    stream.on('end', () => resolve(Buffer.concat(chunks)));
+    stream.on('close', () => resolve(Buffer.concat(chunks)));
+  });
+}
+
+function drain(stream: SpdyStream, each: (c: Buffer) => void, delayMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const start = (): void => {
+      stream.on('data', each);
+      stream.on('end', () => resolve());
+      stream.on('close', () => resolve());
+    };
+    if (delayMs > 0) setTimeout(start, delayMs);
+    else start();
+  });
+}
+
+export interface WsSession {
+  ws: WebSocket;
+  protocol: string;
+  /** Messages by channel, in arrival order (the channel byte removed, base64 decoded). */
+  received: Map<number, Buffer[]>;
+  closed: Promise<void>;
+  send(channel: number, data: Buffer | string): void;
+}
+
+/** Opens a WebSocket session on `url` (http: scheme is turned into ws:). */
+export function wsConnect(url: string, protocols: string[]): Promise<WsSession> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url.replace(/^http/, 'ws'), protocols);
+    const received = new Map<number, Buffer[]>();
+    const base64 = (): boolean => ws.protocol.includes('base64');
+    ws.on('message', (data: Buffer, isBinary: boolean) => {
+      let channel: number;
+      let bytes: Buffer;
+      if (base64() && !isBinary) {
+        const text = data.toString('latin1');
+        channel = text.charCodeAt(0) - 48;
+        bytes = Buffer.from(text.slice(1), 'base64');
+      } else {
+        channel = data[0] ?? -1;
+        bytes = data.subarray(1);
+      }
+      const list = received.get(channel) ?? [];
+      list.push(bytes);
+      received.set(channel, list);
+    });
+    const closed = new Promise<void>((r) => ws.once('close', () => r()));
+    ws.once('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () =>
+        reject(new UpgradeRefused({ statusCode: res.statusCode ?? 0, body, headers: res.headers })),
+      );
+    });
+    ws.once('error', reject);
+    ws.once('open', () =>
+      resolve({
+        ws,
+        protocol: ws.protocol,
+        received,
+        closed,
+        send: (channel, data) => {
+          const bytes = typeof data === 'string' ? Buffer.from(data) : data;
+          if (base64()) ws.send(String.fromCharCode(48 + channel) + bytes.toString('base64'));
+          else ws.send(Buffer.concat([Buffer.from([channel]), bytes]));
+        },
+      }),
+    );
+  });
+}
+
+export function channelText(session: WsSession, channel: number): string {
+  return Buffer.concat(session.received.get(channel) ?? []).toString('utf8');
+}
+
+export interface CrictlResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs crictl against `socket` with a deadline; `input` is written to its stdin and closed. */
+export function crictl(
+  socket: string,
+  args: string[],
+  opts: { input?: string; timeoutMs?: number } = {},
+): Promise<CrictlResult> {
+  if (!CRICTL) throw new Error(String(crictlSkip));
+  return runProgram(CRICTL, ['--runtime-endpoint', `unix://${socket}`, '--timeout', '20s', ...args], opts);
+}
+
+/**
+ * Runs crictl under a pseudo-terminal made by util-linux `script`, for `exec -it`: the inner shell
+ * sets the terminal's size first, so crictl has a real size to send.
+ */
+export function crictlTty(
+  socket: string,
+  args: string[],
+  opts: { input?: string; rows?: number; cols?: number; timeoutMs?: number } = {},
+): Promise<CrictlResult> {
+  if (!CRICTL) throw new Error(String(crictlSkip));
+  const quoted = [CRICTL, '--runtime-endpoint', `unix://${socket}`, ...args].map(shellQuote).join(' ');
+  const inner = `stty rows ${opts.rows ?? 24} cols ${opts.cols ?? 80}; exec ${quoted}`;
+  return runProgram('script', ['-q', '-e', '-c', inner, '/dev/null'], opts);
+}
+
+function shellQuote(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+export function runProgram(
+  file: string,
+  args: string[],
+  opts: { input?: string; timeoutMs?: number } = {},
+): Promise<CrictlResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8');
+    child.stderr.setEncoding('utf8');
+    child.stdout.on('data', (c: string) => (stdout += c));
+    child.stderr.on('data', (c: string) => (stderr += c));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${file} ${args.join(' ')} timed out; stdout: ${stdout} stderr: ${stderr}`));
+    }, opts.timeoutMs ?? 30_000);
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+    child.stdin.on('error', () => undefined);
+    if (opts.input !== undefined) child.stdin.end(opts.input);
+    else child.stdin.end();
+  });
+}
