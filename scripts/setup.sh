@@ -27,11 +27,12 @@ command -v npm >/dev/null 2>&1 || die "npm is not installed"
 # Runtime: runc, CNI plugins, conmon, catatonit (pod infra init), iproute2, iptables (portmap,
 # ipMasq), util-linux (nsenter, mount), attr (setfattr: layer xattrs and overlay opaque dirs), zstd,
 # socat (port-forward: a TCP connection made inside a pod's network namespace).
-# Image tests: docker-registry, skopeo, busybox-static, apache2-utils (htpasswd for registry auth).
+# Image tests: docker-registry, skopeo, busybox-static, apache2-utils (htpasswd for registry auth);
+# openssl (a self-signed certificate for the streaming server's TLS test).
 packages=(
   runc containernetworking-plugins conmon catatonit iproute2 iptables util-linux
   attr zstd socat
-  docker-registry skopeo busybox-static apache2-utils
+  docker-registry skopeo busybox-static apache2-utils openssl
 )
 missing=()
 for pkg in "${packages[@]}"; do

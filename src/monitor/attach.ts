@@ -84,9 +84,14 @@ export function attachToMonitor(opts: AttachOptions, io: AttachIo): Promise<void
       for (let at = 0; at < chunk.length; at += INPUT_PACKET) {
         const piece = chunk.subarray(at, at + INPUT_PACKET);
         io.stdin?.pause();
-        socket.write(piece, 0, piece.length, () => {
-          if (!settled) io.stdin?.resume();
-        });
+        try {
+          socket.write(piece, 0, piece.length, () => {
+            if (!settled) io.stdin?.resume();
+          });
+        } catch (err) {
+          finish(new FailedPreconditionError(`attach socket: ${errorMessage(err)}`));
+          return;
+        }
       }
     };
     const onInputEnd = (): void => {

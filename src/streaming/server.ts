@@ -56,11 +56,14 @@ const DEFAULT_STREAM_CREATION_TIMEOUT_MS = 30_000;
 /** WebSocket messages are at most a stdin chunk; anything bigger is not a client we know. */
 const WS_MAX_PAYLOAD = 4 * 1024 * 1024;
 const ROUTES = new Set(['exec', 'attach', 'portforward']);
+/** How long close() waits for sessions to kill their processes (a kill waits 2 s for runc at most). */
+const SESSION_CLOSE_WAIT_MS = 5_000;
 
 export class StreamingServer {
   private readonly tokens: TokenCache<StreamRequest>;
   private readonly sockets = new Set<Duplex>();
-  private readonly wss = new WebSocketServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });
+  /** Exec and attach sessions still running, so that close() can wait for their processes to go. */
+  private readonly sessions = new Set<Promise<void>>();
 
   private constructor(
     private readonly server: Server,
@@ -114,11 +117,16 @@ export class StreamingServer {
     return `${this.baseUrl}/${req.kind}/${this.tokens.insert(req)}`;
   }
 
-  /** Stops listening and closes every stream: their clients see the connection end. */
-  close(): Promise<void> {
+  /**
+   * Stops listening and closes every stream: their clients see the connection end, and each
+   * session kills its process; close() waits for that (bounded), so none outlives berthd.
+   */
+  async close(): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     for (const socket of this.sockets) socket.destroy();
-    this.wss.close();
-    return new Promise((resolve) => this.server.close(() => resolve()));
+    const settled = Promise.allSettled([...this.sessions]);
+    await Promise.race([settled, new Promise((r) => setTimeout(r, SESSION_CLOSE_WAIT_MS).unref())]);
+    await closed;
   }
 
   private track(socket: Duplex): void {
@@ -192,7 +200,7 @@ export class StreamingServer {
       servePortForwardSpdy(conn, request, this.runtime, this.streamCreationTimeoutMs(), this.logger);
     } else {
       const session = spdySession(conn, protocol, request, this.streamCreationTimeoutMs());
-      void this.runSession(request, session);
+      this.trackSession(this.runSession(request, session));
     }
     conn.feed(head);
   }
@@ -235,9 +243,14 @@ export class StreamingServer {
       if (request.kind === 'portforward') {
         servePortForwardWebSocket(ws, protocol, ports, request, this.runtime, this.logger);
       } else {
-        void this.runSession(request, Promise.resolve(webSocketSession(ws, protocol, request)));
+        this.trackSession(this.runSession(request, Promise.resolve(webSocketSession(ws, protocol, request))));
       }
     });
+  }
+
+  private trackSession(session: Promise<void>): void {
+    this.sessions.add(session);
+    void session.finally(() => this.sessions.delete(session));
   }
 
   private async runSession(

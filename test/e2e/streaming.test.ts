@@ -5,12 +5,14 @@
  * loopback and to the test pods' own network namespaces only.
  */
 import assert from 'node:assert/strict';
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { request } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
+import { run } from '../../src/exec.js';
 import { podConfig, TestDaemon, waitFor } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
 import {
@@ -654,3 +656,90 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
     });
   });
 });
+
+describe(
+  'streaming server settings: TLS and the idle timeout',
+  { skip: registrySkip, timeout: SUITE_TIMEOUT_MS },
+  () => {
+    let registry: TestRegistry;
+    let daemon: TestDaemon;
+    let containerId: string;
+    let tlsDir: string;
+
+    before(async () => {
+      registry = await startRegistry();
+      const image = await pushImage(registry, 'berth/streaming-tls', '1', {
+        layers: [await buildLayer(busyboxEntries(), 'gzip')],
+        config: { Cmd: ['/bin/sleep', '1000'], Env: ['PATH=/bin'] },
+      });
+      tlsDir = await mkdtemp(join(tmpdir(), 'berth-tls-'));
+      const cert = join(tlsDir, 'streaming.crt');
+      const key = join(tlsDir, 'streaming.key');
+      // prettier-ignore
+      await run('openssl', [
+      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+      '-subj', '/CN=127.0.0.1', '-keyout', key, '-out', cert,
+    ], { timeoutMs: 30_000 });
+      daemon = await TestDaemon.create({
+        cni: 'bridge',
+        extraArgs: [
+          '--streaming-tls-cert',
+          cert,
+          '--streaming-tls-key',
+          key,
+          '--streaming-idle-timeout',
+          '1s',
+        ],
+      });
+      await daemon.cri.callImage('PullImage', { image: { image: image.reference } });
+      const config = podConfig('tls', { log_directory: join(daemon.base, 'logs', 'tls') });
+      const { pod_sandbox_id: podId } = await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', {
+        config,
+      });
+      ({ container_id: containerId } = await daemon.cri.call<{ container_id: string }>('CreateContainer', {
+        pod_sandbox_id: podId,
+        config: { metadata: { name: 'c' }, image: { image: image.reference } },
+        sandbox_config: config,
+      }));
+      await daemon.cri.call('StartContainer', { container_id: containerId });
+    });
+
+    after(async () => {
+      await daemon?.destroy();
+      await registry?.stop();
+      if (tlsDir) await rm(tlsDir, { recursive: true, force: true });
+    });
+
+    it('serves https URLs and speaks SPDY over TLS', async () => {
+      const { url } = await daemon.cri.call<UrlResponse>('Exec', {
+        container_id: containerId,
+        cmd: ['echo', 'over tls'],
+        stdout: true,
+      });
+      assert.match(url, /^https:\/\/127\.0\.0\.1:\d+\/exec\//);
+      const res = await spdyRemoteCommand(url);
+      assert.equal(res.stdout.toString(), 'over tls\n');
+    });
+
+    it('closes a stream with no traffic after the idle timeout and kills its process', async () => {
+      const { url } = await daemon.cri.call<UrlResponse>('Exec', {
+        container_id: containerId,
+        cmd: ['sleep', '4322'],
+        stdout: true,
+      });
+      const started = Date.now();
+      const res = await spdyRemoteCommand(url);
+      const took = Date.now() - started;
+      assert.ok(took < 10_000, `the session lasted ${took} ms`);
+      assert.equal(res.errorText, '');
+      await waitFor(async () => {
+        const ps = await daemon.cri.call<{ stdout: Buffer }>('ExecSync', {
+          container_id: containerId,
+          cmd: ['ps', '-o', 'args'],
+          timeout: 10,
+        });
+        return !ps.stdout.toString().includes('sleep 4322');
+      }, 10_000);
+    });
+  },
+);
