@@ -9,6 +9,7 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { request } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
@@ -277,6 +278,18 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
       assert.match(res.stdout + res.stderr, /exit code 5/);
     });
 
+    it('^C in exec -it interrupts the command in the container', async () => {
+      const started = Date.now();
+      const res = await crictlTty(daemon.socket, ['exec', '-it', sleeper, 'sh', '-c', 'sleep 4323'], {
+        input: '\x03',
+        inputDelayMs: 1500,
+        keepStdinOpen: true,
+      });
+      assert.ok(Date.now() - started < 15_000);
+      assert.match(res.stdout + res.stderr, /exit code 130/);
+      assert.ok(!(await execSync(sleeper, ['ps', '-o', 'args'])).includes('sleep 4323'));
+    });
+
     it('streams a large output completely', async () => {
       const res = await crictl(daemon.socket, [
         'exec',
@@ -367,6 +380,36 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
         peak - before < 80 * 1024,
         `berthd grew by ${Math.round((peak - before) / 1024)} MiB while streaming 300 MB`,
       );
+    });
+
+    it('256 MB through cat, in by stdin and out by stdout, with berthd memory flat', async () => {
+      const total = 256 * 1024 * 1024;
+      const chunk = Buffer.alloc(64 * 1024, 'x');
+      let sent = 0;
+      const input = new Readable({
+        read() {
+          if (sent >= total) {
+            this.push(null);
+            return;
+          }
+          sent += chunk.length;
+          this.push(chunk);
+        },
+      });
+      const url = await execUrl(sleeper, ['cat'], { stdin: true, stderr: false });
+      const before = await berthdRssKiB();
+      let peak = before;
+      const sampler = setInterval(() => {
+        void berthdRssKiB().then((rss) => (peak = Math.max(peak, rss)));
+      }, 100);
+      try {
+        const res = await spdyRemoteCommand(url, { stdin: input, discardOutput: true, readDelayMs: 1000 });
+        assert.equal(res.stdoutBytes, total);
+        assert.deepEqual(JSON.parse(res.errorText), { metadata: {}, status: 'Success' });
+      } finally {
+        clearInterval(sampler);
+      }
+      assert.ok(peak - before < 80 * 1024, `berthd grew by ${Math.round((peak - before) / 1024)} MiB`);
     });
 
     it('a client that goes away kills the command and leaves nothing behind', async () => {

@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { Socket } from 'node:net';
+import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { WebSocket } from 'ws';
 import { SpdyConnection, type SpdyStream } from '../../src/spdy/connection.js';
@@ -77,7 +78,8 @@ export function spdyConnect(url: string, protocols: string[]): Promise<SpdyClien
 
 export interface RemoteCommandOptions {
   protocols?: string[];
-  stdin?: Buffer | null;
+  /** Bytes for the command's stdin, then its end; a Readable is piped with backpressure. */
+  stdin?: Buffer | Readable | null;
   stdout?: boolean;
   stderr?: boolean;
   tty?: boolean;
@@ -123,7 +125,9 @@ export async function runOnConnection(
       : null;
   if (resize && opts.resize)
     resize.write(JSON.stringify({ Width: opts.resize.width, Height: opts.resize.height }));
-  if (stdin && opts.stdin) stdin.end(opts.stdin);
+  const input = opts.stdin ?? null;
+  if (stdin && input instanceof Readable) input.pipe(stdin);
+  else if (stdin && input) stdin.end(input);
   error.end();
   const outChunks: Buffer[] = [];
   let stdoutBytes = 0;
@@ -240,11 +244,7 @@ export interface CrictlResult {
 }
 
 /** Runs crictl against `socket` with a deadline; `input` is written to its stdin and closed. */
-export function crictl(
-  socket: string,
-  args: string[],
-  opts: { input?: string; timeoutMs?: number } = {},
-): Promise<CrictlResult> {
+export function crictl(socket: string, args: string[], opts: ProgramOptions = {}): Promise<CrictlResult> {
   if (!CRICTL) throw new Error(String(crictlSkip));
   return runProgram(CRICTL, ['--runtime-endpoint', `unix://${socket}`, '--timeout', '20s', ...args], opts);
 }
@@ -256,7 +256,7 @@ export function crictl(
 export function crictlTty(
   socket: string,
   args: string[],
-  opts: { input?: string; rows?: number; cols?: number; timeoutMs?: number } = {},
+  opts: ProgramOptions & { rows?: number; cols?: number } = {},
 ): Promise<CrictlResult> {
   if (!CRICTL) throw new Error(String(crictlSkip));
   const quoted = [CRICTL, '--runtime-endpoint', `unix://${socket}`, ...args].map(shellQuote).join(' ');
@@ -268,11 +268,16 @@ function shellQuote(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
-export function runProgram(
-  file: string,
-  args: string[],
-  opts: { input?: string; timeoutMs?: number } = {},
-): Promise<CrictlResult> {
+export interface ProgramOptions {
+  input?: string;
+  /** Wait this long before writing the input (a terminal program must first be in raw mode). */
+  inputDelayMs?: number;
+  /** Leave stdin open after the input: `script` turns its stdin's end into input of its own. */
+  keepStdinOpen?: boolean;
+  timeoutMs?: number;
+}
+
+export function runProgram(file: string, args: string[], opts: ProgramOptions = {}): Promise<CrictlResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(file, args, { stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
@@ -294,7 +299,12 @@ export function runProgram(
       resolve({ code, stdout, stderr });
     });
     child.stdin.on('error', () => undefined);
-    if (opts.input !== undefined) child.stdin.end(opts.input);
-    else child.stdin.end();
+    const write = (): void => {
+      if (opts.input !== undefined) child.stdin.write(opts.input);
+      if (!opts.keepStdinOpen) child.stdin.end();
+    };
+    if (opts.inputDelayMs) setTimeout(write, opts.inputDelayMs);
+    else write();
+    child.on('exit', () => child.stdin.destroy());
   });
 }
