@@ -126,11 +126,6 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
     return found;
   }
 
-  async function berthdRssKiB(): Promise<number> {
-    const text = await readFile(`/proc/${daemon.proc?.pid}/status`, 'utf8');
-    return Number(/VmRSS:\s+(\d+)/.exec(text)?.[1] ?? 0);
-  }
-
   describe('the RPCs', () => {
     it('answer with a URL on the streaming server carrying a token', async () => {
       const url = await execUrl(sleeper, ['true']);
@@ -364,21 +359,14 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
       const url = await execUrl(sleeper, ['sh', '-c', 'yes 0123456789abcdef | head -c 300000000'], {
         stderr: false,
       });
-      const before = await berthdRssKiB();
-      let peak = before;
-      const sampler = setInterval(() => {
-        void berthdRssKiB().then((rss) => (peak = Math.max(peak, rss)));
-      }, 100);
-      try {
-        const res = await spdyRemoteCommand(url, { discardOutput: true, readDelayMs: 2000 });
-        assert.equal(res.stdoutBytes, 300_000_000);
-        assert.deepEqual(JSON.parse(res.errorText), { metadata: {}, status: 'Success' });
-      } finally {
-        clearInterval(sampler);
-      }
+      const { value: res, growthKiB } = await daemon.rssGrowthDuring(() =>
+        spdyRemoteCommand(url, { discardOutput: true, readDelayMs: 2000 }),
+      );
+      assert.equal(res.stdoutBytes, 300_000_000);
+      assert.deepEqual(JSON.parse(res.errorText), { metadata: {}, status: 'Success' });
       assert.ok(
-        peak - before < 80 * 1024,
-        `berthd grew by ${Math.round((peak - before) / 1024)} MiB while streaming 300 MB`,
+        growthKiB < 80 * 1024,
+        `berthd grew by ${Math.round(growthKiB / 1024)} MiB while streaming 300 MB`,
       );
     });
 
@@ -397,19 +385,12 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
         },
       });
       const url = await execUrl(sleeper, ['cat'], { stdin: true, stderr: false });
-      const before = await berthdRssKiB();
-      let peak = before;
-      const sampler = setInterval(() => {
-        void berthdRssKiB().then((rss) => (peak = Math.max(peak, rss)));
-      }, 100);
-      try {
-        const res = await spdyRemoteCommand(url, { stdin: input, discardOutput: true, readDelayMs: 1000 });
-        assert.equal(res.stdoutBytes, total);
-        assert.deepEqual(JSON.parse(res.errorText), { metadata: {}, status: 'Success' });
-      } finally {
-        clearInterval(sampler);
-      }
-      assert.ok(peak - before < 80 * 1024, `berthd grew by ${Math.round((peak - before) / 1024)} MiB`);
+      const { value: res, growthKiB } = await daemon.rssGrowthDuring(() =>
+        spdyRemoteCommand(url, { stdin: input, discardOutput: true, readDelayMs: 1000 }),
+      );
+      assert.equal(res.stdoutBytes, total);
+      assert.deepEqual(JSON.parse(res.errorText), { metadata: {}, status: 'Success' });
+      assert.ok(growthKiB < 80 * 1024, `berthd grew by ${Math.round(growthKiB / 1024)} MiB`);
     });
 
     it('a client that goes away kills the command and leaves nothing behind', async () => {
