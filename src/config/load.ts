@@ -3,9 +3,9 @@
  * Everything is checked here, once, so the rest of the daemon can trust a BerthConfig.
  */
 import { closeSync, fstatSync, openSync, readFileSync, statSync } from 'node:fs';
-import { isIP } from 'node:net';
 import { posix } from 'node:path';
 import { parse as parseToml, TomlError } from 'smol-toml';
+import { parseHostPort } from '../address.js';
 import { BerthError, errorMessage } from '../errors.js';
 import { BERTH_VERSION } from '../version.js';
 import type { BerthConfig, CgroupDriver, LogLevel } from './types.js';
@@ -480,14 +480,10 @@ function socketPath(value: string, where: string): string {
 
 /** host:port, IPv6 hosts in brackets; an empty host listens on every address. */
 function hostPort(value: string, where: string): string {
-  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]\s]*)):(\d{1,5})$/.exec(value);
-  const port = Number(m?.[3] ?? -1);
-  if (!m || port > 65535) {
-    throw new ConfigError(`${where}: "${value}" is not HOST:PORT (e.g. 127.0.0.1:0 or [::1]:10010)`);
-  }
-  const host = m[1] ?? m[2] ?? '';
-  if (host !== '' && isIP(host) === 0 && host !== 'localhost') {
-    throw new ConfigError(`${where}: "${host}" must be an IP address or localhost`);
+  try {
+    parseHostPort(value);
+  } catch (err) {
+    throw new ConfigError(`${where}: ${errorMessage(err)}`);
   }
   return value;
 }

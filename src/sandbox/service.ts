@@ -342,15 +342,12 @@ export class SandboxService {
 
   /** The full id of a READY sandbox, for PortForward to validate before it hands out a URL. */
   readyId(idOrPrefix: string): string {
-    const row = this.resolve(idOrPrefix, false);
-    if (row.state !== 'READY') throw new FailedPreconditionError(`pod sandbox ${row.id} is not ready`);
-    return row.id;
+    return this.resolveReady(idOrPrefix).id;
   }
 
   /** A TCP connection to `port` on localhost in the pod's network (the host's for host-network pods). */
   async dialPort(idOrPrefix: string, port: number, signal: AbortSignal): Promise<Duplex> {
-    const row = this.resolve(idOrPrefix, false);
-    if (row.state !== 'READY') throw new FailedPreconditionError(`pod sandbox ${row.id} is not ready`);
+    const row = this.resolveReady(idOrPrefix);
     const netns = row.hostNetwork ? null : row.netnsPath;
     if (!row.hostNetwork && !netns)
       throw new FailedPreconditionError(`pod sandbox ${row.id} has no network namespace`);
@@ -383,6 +380,12 @@ export class SandboxService {
       .map(toView)
       .filter((view) => !filter.state || view.state === filter.state)
       .filter((view) => matchesLabels(view.labels, filter.labelSelector));
+  }
+
+  private resolveReady(idOrPrefix: string): SandboxRow {
+    const row = this.resolve(idOrPrefix, false);
+    if (row.state !== 'READY') throw new FailedPreconditionError(`pod sandbox ${row.id} is not ready`);
+    return row;
   }
 
   private resolve(idOrPrefix: string, allowMissing: true): SandboxRow | undefined;

@@ -16,6 +16,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { parseHostPort } from '../address.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
 import { SpdyConnection } from '../spdy/connection.js';
@@ -89,7 +90,9 @@ export class StreamingServer {
     runtime: StreamRuntime,
     logger: Logger,
   ): Promise<StreamingServer> {
-    const { host, port } = parseAddress(opts.address);
+    const parsed = parseHostPort(opts.address);
+    const host = parsed.host === '' ? '0.0.0.0' : parsed.host;
+    const port = parsed.port;
     const tls = opts.tlsCertFile && opts.tlsKeyFile;
     const server = tls
       ? createHttpsServer({
@@ -330,15 +333,6 @@ function queryPorts(req: IncomingMessage, requested: number[]): number[] {
     if (requested.length > 0 && !requested.includes(p)) throw new Error(`port ${p} was not requested`);
   }
   return chosen;
-}
-
-export function parseAddress(address: string): { host: string; port: number } {
-  const m = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(address);
-  if (!m) throw new Error(`"${address}" is not host:port`);
-  const host = m[1] ?? m[2] ?? '';
-  const port = Number(m[3]);
-  if (port > 65535) throw new Error(`port ${port} is out of range`);
-  return { host: host === '' ? '0.0.0.0' : host, port };
 }
 
 function isWildcard(host: string): boolean {
