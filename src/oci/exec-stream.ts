@@ -98,6 +98,7 @@ function runWithPipes(
     if (io.stdin && child.stdin) {
       // The command may exit before reading all of its input: that is not an error of ours.
       child.stdin.on('error', () => undefined);
+      io.stdin.on('error', () => child.stdin?.end());
       io.stdin.pipe(child.stdin);
     }
     if (io.stdout && child.stdout) child.stdout.pipe(io.stdout, { end: false });

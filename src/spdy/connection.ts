@@ -102,6 +102,7 @@ export class SpdyConnection extends EventEmitter<SpdyConnectionEvents> {
   private readonly maxStreams: number;
   private pending: Buffer = Buffer.alloc(0);
   private busy = false;
+  private gone = false;
   private nextStreamId: number;
   private lastPeerStreamId = 0;
   private closed = false;
@@ -123,8 +124,9 @@ export class SpdyConnection extends EventEmitter<SpdyConnectionEvents> {
       for (const waiter of waiters) waiter();
     });
     socket.on('error', (err: Error) => this.fail(err));
-    socket.on('close', () => this.teardown());
-    socket.on('end', () => this.teardown());
+    // Frames received before the end may still wait behind a header block being inflated.
+    socket.on('close', () => this.peerGone());
+    socket.on('end', () => this.peerGone());
     if (opts.idleTimeoutMs && opts.idleTimeoutMs > 0 && socket.setTimeout) {
       socket.setTimeout(opts.idleTimeoutMs);
       socket.on('timeout', () => this.fail(new Error(`no traffic for ${opts.idleTimeoutMs} ms`)));
@@ -234,7 +236,13 @@ export class SpdyConnection extends EventEmitter<SpdyConnectionEvents> {
       this.fail(err instanceof Error ? err : new Error(String(err)));
     } finally {
       this.busy = false;
+      if (this.gone) this.teardown();
     }
+  }
+
+  private peerGone(): void {
+    this.gone = true;
+    if (!this.busy) this.teardown();
   }
 
   private onDataFrame(id: number, flags: number, data: Buffer): void {

@@ -20,6 +20,8 @@ export interface ChannelSocket {
 export function channelSocket(ws: WebSocket, base64: boolean, supportsClose: boolean): ChannelSocket {
   const readables = new Map<number, Readable>();
   const paused = new Set<number>();
+  /** Channels the client closed (v5): later data on them is dropped, not pushed after the end. */
+  const closed = new Set<number>();
 
   const readable = (channel: number): Readable => {
     let r = readables.get(channel);
@@ -29,6 +31,8 @@ export function channelSocket(ws: WebSocket, base64: boolean, supportsClose: boo
           if (paused.delete(channel) && paused.size === 0) ws.resume();
         },
       });
+      // A misbehaving client must not be able to raise an error nobody listens to.
+      r.on('error', () => undefined);
       readables.set(channel, r);
     }
     return r;
@@ -59,19 +63,26 @@ export function channelSocket(ws: WebSocket, base64: boolean, supportsClose: boo
       data = bytes.subarray(1);
     }
     if (supportsClose && channel === STREAM_CLOSE) {
-      const closed = data[0];
-      if (closed !== undefined) readables.get(closed)?.push(null);
+      const which = data[0];
+      if (which !== undefined && !closed.has(which)) {
+        closed.add(which);
+        readables.get(which)?.push(null);
+      }
       return;
     }
     const r = readables.get(channel);
-    if (!r || r.readableEnded || data.length === 0) return;
+    if (!r || closed.has(channel) || r.readableEnded || data.length === 0) return;
     if (!r.push(data)) {
       paused.add(channel);
       ws.pause();
     }
   });
   ws.on('close', () => {
-    for (const r of readables.values()) if (!r.readableEnded) r.push(null);
+    for (const [channel, r] of readables) {
+      if (closed.has(channel)) continue;
+      closed.add(channel);
+      r.push(null);
+    }
   });
 
   return {

@@ -158,12 +158,14 @@ export function servePortForwardWebSocket(
     portBytes.writeUInt16LE(port);
     const dataChannel = 2 * i;
     const errorChannel = 2 * i + 1;
+    // Made now: what the client sends while the connection is being dialled waits in it.
+    const input = channels.readable(dataChannel);
     void (async () => {
       try {
         await channels.send(dataChannel, portBytes);
         await channels.send(errorChannel, portBytes);
         const conn = await runtime.dialPod(target.podSandboxId, port, aborter.signal);
-        await bridge(channels.readable(dataChannel), channels.writable(dataChannel), conn);
+        await bridge(input, channels.writable(dataChannel), conn);
       } catch (err) {
         logger.debug({ pod: target.podSandboxId, port, err: errorMessage(err) }, 'port forward failed');
         await channels
