@@ -502,6 +502,31 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
       assert.match(res.stdout, /got something/, res.stderr);
     });
 
+    it(
+      'crictl attach -it drives a terminal container, as kubectl run -it does',
+      { skip: crictlSkip },
+      async () => {
+        const shell = await startContainer('attach-tty', {
+          command: ['/bin/sh'],
+          stdin: true,
+          stdin_once: true,
+          tty: true,
+        });
+        const res = await crictlTty(daemon.socket, ['attach', '-it', shell], {
+          input: 'echo attached-$((2*3))\nexit 0\n',
+          inputDelayMs: 1000,
+          keepStdinOpen: true,
+        });
+        assert.match(res.stdout, /attached-6/);
+        await waitFor(async () => {
+          const st = await daemon.cri.call<{ status: { state: string } }>('ContainerStatus', {
+            container_id: shell,
+          });
+          return st.status.state === 'CONTAINER_EXITED';
+        }, 10_000);
+      },
+    );
+
     it('attach to a terminal container resizes its terminal', async () => {
       const tty = await startContainer('tty', { command: ['/bin/sh'], stdin: true, tty: true });
       const url = (
