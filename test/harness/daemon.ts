@@ -8,6 +8,7 @@ import { run } from '../../src/exec.js';
 import { isMounted } from '../../src/netns/index.js';
 import { readMountInfo } from '../../src/netns/mountinfo.js';
 import { CriClient } from './client.js';
+import { watchRss } from './memory.js';
 
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 /** The source tree's fixtures, from dist/test/harness. */
@@ -232,28 +233,10 @@ export class TestDaemon {
     return readdir(join(this.rootDir, 'sandboxes')).catch(() => [] as string[]);
   }
 
-  /** berthd's resident memory in KiB. */
-  async rssKiB(): Promise<number> {
-    const text = await readFile(`/proc/${this.proc?.pid}/status`, 'utf8');
-    return Number(/VmRSS:\s+(\d+)/.exec(text)?.[1] ?? 0);
-  }
-
-  /** Runs `fn` while sampling berthd's RSS every 100 ms; returns its result and the growth in KiB. */
+  /** Runs `fn` while sampling berthd's RSS; returns its result and the growth in KiB. */
   async rssGrowthDuring<T>(fn: () => Promise<T>): Promise<{ value: T; growthKiB: number }> {
-    const before = await this.rssKiB();
-    let peak = before;
-    const sampler = setInterval(() => {
-      this.rssKiB().then(
-        (rss) => (peak = Math.max(peak, rss)),
-        () => undefined,
-      );
-    }, 100);
-    try {
-      const value = await fn();
-      return { value, growthKiB: peak - before };
-    } finally {
-      clearInterval(sampler);
-    }
+    const [value, rss] = await watchRss(this.proc?.pid, fn);
+    return { value, growthKiB: rss.peak - rss.before };
   }
 
   async waitForOutput(text: string, timeoutMs = 30_000): Promise<void> {
