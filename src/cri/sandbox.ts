@@ -21,6 +21,9 @@ import {
   requireSafeName,
   requireString,
   sysctlName,
+  dnsSearchDomain,
+  dnsOption,
+  noControlChars,
 } from './validate.js';
 import type {
   ListPodSandboxRequest,
@@ -140,8 +143,8 @@ function toDns(config: WirePodSandboxConfig): SandboxSpec['dnsConfig'] {
   if (!dns) return null;
   return {
     servers: dns.servers.map((s, i) => ipAddress(`config.dns_config.servers[${i}]`, s)),
-    searches: dns.searches.map((s, i) => requireSafeName(`config.dns_config.searches[${i}]`, s)),
-    options: dns.options.map((s, i) => requireString(`config.dns_config.options[${i}]`, s)),
+    searches: dns.searches.map((s, i) => dnsSearchDomain(`config.dns_config.searches[${i}]`, s)),
+    options: dns.options.map((s, i) => dnsOption(`config.dns_config.options[${i}]`, s)),
   };
 }
 
@@ -165,7 +168,10 @@ function toPortMapping(field: string, p: WirePortMapping): PortMapping {
 }
 
 function toSysctls(sysctls: Record<string, string>): Record<string, string> {
-  for (const name of Object.keys(sysctls)) sysctlName(`config.linux.sysctls["${name}"]`, name);
+  for (const [name, value] of Object.entries(sysctls)) {
+    sysctlName(`config.linux.sysctls["${name}"]`, name);
+    noControlChars(`config.linux.sysctls["${name}"]`, value);
+  }
   return sysctls;
 }
 

@@ -39,10 +39,53 @@ export function optionalHostname(field: string, value: string): string {
 
 export function optionalAbsolutePath(field: string, value: string): string {
   if (!value) return '';
-  if (!isAbsolute(value) || value.split('/').includes('..') || value.includes('\0')) {
-    throw new InvalidArgumentError(field, `"${value}" must be an absolute path without ".."`);
+  if (!isAbsolute(value) || value.split('/').includes('..') || hasControlChar(value)) {
+    throw new InvalidArgumentError(
+      field,
+      `${quoted(value)} must be an absolute path without ".." or control characters`,
+    );
   }
   return value;
+}
+
+/**
+ * A resolv.conf search domain: a DNS name, optionally ending in a dot, or "." alone, the root,
+ * which kubelet sends when its own resolv.conf is disabled (containerd writes `search .`).
+ */
+export function dnsSearchDomain(field: string, value: string): string {
+  if (value === '.') return value;
+  const name = value.endsWith('.') ? value.slice(0, -1) : value;
+  const label = /^[A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?$/;
+  if (name.length === 0 || name.length > 253 || !name.split('.').every((l) => label.test(l))) {
+    throw new InvalidArgumentError(field, `${quoted(value)} is not a DNS domain name`);
+  }
+  return value;
+}
+
+/** A resolv.conf option such as "ndots:5" or "edns0": one word, nothing that could start a new line. */
+export function dnsOption(field: string, value: string): string {
+  if (!value || value.length > 255 || /\s/.test(value) || hasControlChar(value)) {
+    throw new InvalidArgumentError(
+      field,
+      `${quoted(value)} is not a resolver option (one word, e.g. "ndots:5")`,
+    );
+  }
+  return value;
+}
+
+/** A value written into a file or a config (sysctls): no newline or other control character. */
+export function noControlChars(field: string, value: string): string {
+  if (hasControlChar(value))
+    throw new InvalidArgumentError(field, `${quoted(value)} contains control characters`);
+  return value;
+}
+
+/** Long or strange values are cut when an error quotes them, so the error itself stays small. */
+const QUOTE_MAX = 128;
+
+export function quoted(value: string): string {
+  const cut = value.length > QUOTE_MAX ? `${value.slice(0, QUOTE_MAX)}…` : value;
+  return JSON.stringify(cut);
 }
 
 /** A cgroup parent is a path (cgroupfs) or a slice name (systemd); neither may climb with "..". */

@@ -1,0 +1,81 @@
+/** RunPodSandbox's request translation: what reaches resolv.conf, log paths and sysctls. */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { InvalidArgumentError } from '../../src/errors.js';
+import { toSandboxSpec } from '../../src/cri/sandbox.js';
+import type { RunPodSandboxRequest, WirePodSandboxConfig } from '../../src/cri/wire.js';
+
+function request(over: Partial<WirePodSandboxConfig> = {}): RunPodSandboxRequest {
+  return {
+    runtime_handler: '',
+    config: {
+      metadata: { name: 'p', uid: 'u', namespace: 'n', attempt: 0 },
+      hostname: 'p',
+      log_directory: '/var/log/pods/n_p_u',
+      dns_config: null,
+      port_mappings: [],
+      labels: {},
+      annotations: {},
+      linux: null,
+      ...over,
+    },
+  };
+}
+
+function refuses(req: RunPodSandboxRequest, field: string): void {
+  assert.throws(
+    () => toSandboxSpec(req),
+    (err: unknown) => err instanceof InvalidArgumentError && err.field === field,
+  );
+}
+
+const dns = (searches: string[], options: string[] = []): Partial<WirePodSandboxConfig> => ({
+  dns_config: { servers: ['10.96.0.10'], searches, options },
+});
+
+describe('RunPodSandbox dns_config', () => {
+  it('takes "." (the root, sent by a kubelet with resolvConf "") and DNS names', () => {
+    const spec = toSandboxSpec(
+      request(dns(['.', 'svc.cluster.local', 'example.com.', '_tcp.local'], ['ndots:5', 'edns0'])),
+    );
+    assert.deepEqual(spec.dnsConfig?.searches, ['.', 'svc.cluster.local', 'example.com.', '_tcp.local']);
+    assert.deepEqual(spec.dnsConfig?.options, ['ndots:5', 'edns0']);
+  });
+
+  it('refuses search domains that are not DNS names', () => {
+    refuses(request(dns(['a/b'])), 'config.dns_config.searches[0]');
+    refuses(request(dns(['ok.local', 'two words'])), 'config.dns_config.searches[1]');
+    refuses(request(dns(['..'])), 'config.dns_config.searches[0]');
+    refuses(request(dns([`${'a'.repeat(64)}.local`])), 'config.dns_config.searches[0]');
+  });
+
+  it('refuses an option that would write a line of its own into resolv.conf', () => {
+    refuses(request(dns([], ['ndots:5\nnameserver 6.6.6.6'])), 'config.dns_config.options[0]');
+    refuses(request(dns([], ['ndots:5 rotate'])), 'config.dns_config.options[0]');
+    refuses(request(dns([], [''])), 'config.dns_config.options[0]');
+  });
+});
+
+describe('RunPodSandbox fields that reach files', () => {
+  it('refuses control characters in log_directory', () => {
+    refuses(request({ log_directory: '/var/log/pods/x\ny' }), 'config.log_directory');
+  });
+
+  it('refuses control characters in sysctl values', () => {
+    const linux = (value: string): Partial<WirePodSandboxConfig> => ({
+      linux: { cgroup_parent: '', security_context: null, sysctls: { 'net.ipv4.ip_forward': value } },
+    });
+    assert.deepEqual(toSandboxSpec(request(linux('1'))).sysctls, { 'net.ipv4.ip_forward': '1' });
+    refuses(request(linux('1\nkernel.sysrq=1')), 'config.linux.sysctls["net.ipv4.ip_forward"]');
+  });
+
+  it('quotes at most a bounded part of a huge value in its error', () => {
+    try {
+      toSandboxSpec(request({ log_directory: `relative/${'x'.repeat(100_000)}` }));
+      assert.fail('accepted');
+    } catch (err) {
+      assert.ok(err instanceof InvalidArgumentError);
+      assert.ok(err.message.length < 400, `message of ${err.message.length} characters`);
+    }
+  });
+});
