@@ -12,7 +12,10 @@ import type { ContainerSecurity } from '../container/types.js';
 export interface ResolvedUser {
   uid: number;
   gid: number;
-  /** Supplementary groups, without the primary gid. */
+  /**
+   * Supplementary groups, the primary gid first, as containerd sets them (and so what `id` shows
+   * there): a process that drops its primary group can still use it.
+   */
   additionalGids: number[];
 }
 
@@ -48,9 +51,7 @@ export async function resolveUser(
   // The image's group applies only with the image's user: a CRI override replaces both.
   const gid = security.runAsGroup ?? imageGroup(who.groupPart, groups) ?? who.entry?.gid ?? 0;
   const fromGroupFile = who.entry ? memberships(who.entry.name, groups) : [];
-  const additionalGids = [...new Set([...fromGroupFile, ...security.supplementalGroups])].filter(
-    (g) => g !== gid,
-  );
+  const additionalGids = [...new Set([gid, ...fromGroupFile, ...security.supplementalGroups])];
   return { uid: who.uid, gid, additionalGids };
 }
 

@@ -319,6 +319,10 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     });
     assert.equal((await execText(numeric, ['id', '-u'])).trim(), '1234');
     assert.equal((await execText(numeric, ['id', '-g'])).trim(), '4321');
+    // The kernel's own list (getgroups), where `id -G` would add the primary group itself: it
+    // holds the primary gid, as under containerd.
+    const kernelGroups = (await execText(named, ['grep', '^Groups:', '/proc/self/status'])).split(/\s+/);
+    assert.ok(kernelGroups.includes('1000') && kernelGroups.includes('3000'), kernelGroups.join(' '));
 
     const ro = await startNew('ro', { linux: { security_context: { readonly_rootfs: true } } });
     const touch = await exec(ro, ['touch', '/data/x']);

@@ -86,16 +86,20 @@ test('no user anywhere: root, with root group memberships', async () => {
   assert.deepEqual(await resolveUser(image, containerSecurity(), undefined), {
     uid: 0,
     gid: 0,
-    additionalGids: [10],
+    additionalGids: [0, 10],
   });
-  assert.deepEqual(await resolveUser(empty, containerSecurity(), ''), { uid: 0, gid: 0, additionalGids: [] });
+  assert.deepEqual(await resolveUser(empty, containerSecurity(), ''), {
+    uid: 0,
+    gid: 0,
+    additionalGids: [0],
+  });
 });
 
 test('image User "uid": gid and groups from its passwd entry', async () => {
   assert.deepEqual(await resolveUser(image, containerSecurity(), '1000'), {
     uid: 1000,
     gid: 1001,
-    additionalGids: [50, 44],
+    additionalGids: [1001, 50, 44],
   });
 });
 
@@ -103,7 +107,7 @@ test('image User of a uid not in passwd: gid 0', async () => {
   assert.deepEqual(await resolveUser(image, containerSecurity(), '4000'), {
     uid: 4000,
     gid: 0,
-    additionalGids: [],
+    additionalGids: [0],
   });
 });
 
@@ -111,22 +115,22 @@ test('image User "name", "uid:gid", "name:group", "uid:group"', async () => {
   assert.deepEqual(await resolveUser(image, containerSecurity(), 'app'), {
     uid: 1000,
     gid: 1001,
-    additionalGids: [50, 44],
+    additionalGids: [1001, 50, 44],
   });
   assert.deepEqual(await resolveUser(image, containerSecurity(), '1000:50'), {
     uid: 1000,
     gid: 50,
-    additionalGids: [44],
+    additionalGids: [50, 44],
   });
   assert.deepEqual(await resolveUser(image, containerSecurity(), 'app:video'), {
     uid: 1000,
     gid: 44,
-    additionalGids: [50],
+    additionalGids: [44, 50],
   });
   assert.deepEqual(await resolveUser(image, containerSecurity(), '5000:staff'), {
     uid: 5000,
     gid: 50,
-    additionalGids: [],
+    additionalGids: [50],
   });
 });
 
@@ -145,12 +149,12 @@ test('run_as_user wins over the image User, group part included', async () => {
   assert.deepEqual(await resolveUser(image, containerSecurity({ runAsUser: 1 }), 'app:video'), {
     uid: 1,
     gid: 1,
-    additionalGids: [50],
+    additionalGids: [1, 50],
   });
   assert.deepEqual(await resolveUser(image, containerSecurity({ runAsUser: 1234 }), 'app'), {
     uid: 1234,
     gid: 0,
-    additionalGids: [],
+    additionalGids: [0],
   });
 });
 
@@ -158,7 +162,7 @@ test('run_as_username resolves in passwd; missing is InvalidArgument on its fiel
   assert.deepEqual(await resolveUser(image, containerSecurity({ runAsUsername: 'app' }), '1'), {
     uid: 1000,
     gid: 1001,
-    additionalGids: [50, 44],
+    additionalGids: [1001, 50, 44],
   });
   await assert.rejects(resolveUser(image, containerSecurity({ runAsUsername: 'ghost' }), undefined), {
     name: 'InvalidArgumentError',
@@ -166,20 +170,20 @@ test('run_as_username resolves in passwd; missing is InvalidArgument on its fiel
   });
 });
 
-test('run_as_group overrides, and supplemental groups add without duplicates or the primary', async () => {
+test('run_as_group overrides; the primary gid leads the groups, supplemental ones add without duplicates', async () => {
   assert.deepEqual(
     await resolveUser(image, containerSecurity({ runAsUser: 1000, runAsGroup: 44 }), undefined),
     {
       uid: 1000,
       gid: 44,
-      additionalGids: [50],
+      additionalGids: [44, 50],
     },
   );
   const sec = containerSecurity({ runAsUser: 1000, supplementalGroups: [1234, 50, 5678, 1001] });
   assert.deepEqual(await resolveUser(image, sec, undefined), {
     uid: 1000,
     gid: 1001,
-    additionalGids: [50, 44, 1234, 5678],
+    additionalGids: [1001, 50, 44, 1234, 5678],
   });
 });
 
@@ -191,7 +195,7 @@ test('symlinks in the image resolve inside the rootfs, absolute or with ..', asy
   assert.deepEqual(await resolveUser(linked, containerSecurity(), 'inside'), {
     uid: 4242,
     gid: 4343,
-    additionalGids: [777],
+    additionalGids: [4343, 777],
   });
   await assert.rejects(resolveUser(linked, containerSecurity(), 'evil'), { name: 'FailedPreconditionError' });
 });
