@@ -1,6 +1,6 @@
 import { Server, ServerCredentials } from '@grpc/grpc-js';
-import { chmod, mkdir, rm } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { chmod, mkdir, mkdtemp, readdir, rename, rm } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import type { BerthConfig } from '../config/types.js';
 import type { ContainerService } from '../container/service.js';
 import type { Logger } from '../log.js';
@@ -49,12 +49,7 @@ export async function serveCri(config: BerthConfig, domains: CriDomains, logger:
   await mkdir(dirname(config.socket), { recursive: true, mode: 0o711 });
   // A socket file left by a killed daemon would make bind fail with EADDRINUSE.
   await rm(config.socket, { force: true });
-  await new Promise<void>((resolve, reject) => {
-    server.bindAsync(`unix://${config.socket}`, ServerCredentials.createInsecure(), (err) =>
-      err ? reject(err) : resolve(),
-    );
-  });
-  await chmod(config.socket, 0o660);
+  await bindPrivately(config.socket, (path) => bind(server, path));
   logger.info({ socket: config.socket }, 'serving CRI');
   return {
     close: () =>
@@ -63,4 +58,51 @@ export async function serveCri(config: BerthConfig, domains: CriDomains, logger:
         setTimeout(() => server.forceShutdown(), 5_000).unref();
       }),
   };
+}
+
+function bind(server: Server, path: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.bindAsync(`unix://${path}`, ServerCredentials.createInsecure(), (err) =>
+      err ? reject(err) : resolve(),
+    );
+  });
+}
+
+/** sun_path holds 107 bytes and a NUL. */
+const MAX_SOCKET_PATH_BYTES = 107;
+const SOCKET_MODE = 0o660;
+/** mkdtemp's names for the `.b` prefix. */
+const BIND_DIR = /^\.b[A-Za-z0-9]{6}$/;
+
+/**
+ * Creates the socket so that no other user can connect to it at any moment: bound inside a fresh
+ * directory only root may enter (mkdtemp makes it 0700), given its mode there, then renamed into
+ * place. A bind straight at the path would exist with the umask's mode until the chmod.
+ */
+export async function bindPrivately(socket: string, bindAt: (path: string) => Promise<void>): Promise<void> {
+  // Such dirs left by a berthd killed while binding are its own, and empty of anything in use.
+  for (const entry of await readdir(dirname(socket))) {
+    if (BIND_DIR.test(entry)) await rm(join(dirname(socket), entry), { recursive: true, force: true });
+  }
+  const dir = await mkdtemp(join(dirname(socket), '.b'));
+  try {
+    const inside = join(dir, 's');
+    if (Buffer.byteLength(inside) > MAX_SOCKET_PATH_BYTES) {
+      // Too long a path for the detour: a umask keeps the moment closed instead (it is
+      // process-wide, but nothing else of berthd creates files while the server starts).
+      const previous = process.umask(0o117);
+      try {
+        await bindAt(socket);
+      } finally {
+        process.umask(previous);
+      }
+      await chmod(socket, SOCKET_MODE);
+      return;
+    }
+    await bindAt(inside);
+    await chmod(inside, SOCKET_MODE);
+    await rename(inside, socket);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
