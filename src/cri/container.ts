@@ -17,7 +17,7 @@ import type {
 } from '../container/types.js';
 import type { NamespaceMode } from '../sandbox/types.js';
 import type { UnaryTable } from './handler.js';
-import { int64Id, requireSafeName, requireString } from './validate.js';
+import { int64Id, requireId, requireSafeName, requireString } from './validate.js';
 import {
   absolutePath,
   capabilityName,
@@ -62,16 +62,16 @@ export function containerHandlers(containers: ContainerService): UnaryTable {
       return { container_id: await containers.create(req.pod_sandbox_id, spec) };
     },
     StartContainer: async (req: ContainerIdRequest) => {
-      await containers.start(requireString('container_id', req.container_id));
+      await containers.start(requireId('container_id', req.container_id));
       return {};
     },
     StopContainer: async (req: StopContainerRequest) => {
-      const id = requireString('container_id', req.container_id);
+      const id = requireId('container_id', req.container_id);
       await containers.stop(id, seconds('timeout', req.timeout));
       return {};
     },
     RemoveContainer: async (req: ContainerIdRequest) => {
-      await containers.remove(requireString('container_id', req.container_id));
+      await containers.remove(requireId('container_id', req.container_id));
       return {};
     },
     ListContainers: async (req: ListContainersRequest) => ({
@@ -79,7 +79,7 @@ export function containerHandlers(containers: ContainerService): UnaryTable {
     }),
     ContainerStatus: async (req: ContainerStatusRequest): Promise<ContainerStatusResponse> => {
       const { view, info } = await containers.status(
-        requireString('container_id', req.container_id),
+        requireId('container_id', req.container_id),
         req.verbose,
       );
       return {
@@ -88,18 +88,18 @@ export function containerHandlers(containers: ContainerService): UnaryTable {
       };
     },
     UpdateContainerResources: async (req: UpdateContainerResourcesRequest) => {
-      const id = requireString('container_id', req.container_id);
+      const id = requireId('container_id', req.container_id);
       // Windows resources are ignored; without Linux ones there is nothing berth could apply.
       if (!req.linux) throw new InvalidArgumentError('linux', 'is required');
       await containers.updateResources(id, toResources('linux', req.linux));
       return {};
     },
     ReopenContainerLog: async (req: ContainerIdRequest) => {
-      await containers.reopenLog(requireString('container_id', req.container_id));
+      await containers.reopenLog(requireId('container_id', req.container_id));
       return {};
     },
     ExecSync: async (req: ExecSyncRequest): Promise<ExecSyncResponse> => {
-      const id = requireString('container_id', req.container_id);
+      const id = requireId('container_id', req.container_id);
       const cmd = toCmd(req.cmd);
       const timeout = seconds('timeout', req.timeout);
       const result = await containers.execSync(id, cmd, timeout);
@@ -115,7 +115,7 @@ export function containerHandlers(containers: ContainerService): UnaryTable {
       return { stdout: result.stdout, stderr: result.stderr, exit_code: result.exitCode };
     },
     ContainerStats: async (req: ContainerIdRequest) => ({
-      stats: toWireStats(await containers.stats(requireString('container_id', req.container_id))),
+      stats: toWireStats(await containers.stats(requireId('container_id', req.container_id))),
     }),
     ListContainerStats: async (req: ListContainerStatsRequest) => ({
       stats: (await containers.listStats(toStatsFilter(req))).map(toWireStats),
@@ -126,7 +126,7 @@ export function containerHandlers(containers: ContainerService): UnaryTable {
 // --- CreateContainer ------------------------------------------------------------------------------
 
 export function toContainerSpec(req: CreateContainerRequest): ContainerSpec {
-  requireString('pod_sandbox_id', req.pod_sandbox_id);
+  requireId('pod_sandbox_id', req.pod_sandbox_id);
   const config = req.config;
   if (!config) throw new InvalidArgumentError('config', 'is required');
   const md = config.metadata;

@@ -18,8 +18,8 @@ import {
   optionalCgroupParent,
   optionalHostname,
   port,
+  requireId,
   requireSafeName,
-  requireString,
   sysctlName,
   dnsSearchDomain,
   dnsOption,
@@ -44,18 +44,15 @@ export function sandboxHandlers(sandboxes: SandboxService): UnaryTable {
       pod_sandbox_id: await sandboxes.run(toSandboxSpec(req)),
     }),
     StopPodSandbox: async (req: PodSandboxIdRequest) => {
-      await sandboxes.stop(requireString('pod_sandbox_id', req.pod_sandbox_id));
+      await sandboxes.stop(requireId('pod_sandbox_id', req.pod_sandbox_id));
       return {};
     },
     RemovePodSandbox: async (req: PodSandboxIdRequest) => {
-      await sandboxes.remove(requireString('pod_sandbox_id', req.pod_sandbox_id));
+      await sandboxes.remove(requireId('pod_sandbox_id', req.pod_sandbox_id));
       return {};
     },
     PodSandboxStatus: async (req: PodSandboxStatusRequest) => {
-      const { view, info } = sandboxes.status(
-        requireString('pod_sandbox_id', req.pod_sandbox_id),
-        req.verbose,
-      );
+      const { view, info } = sandboxes.status(requireId('pod_sandbox_id', req.pod_sandbox_id), req.verbose);
       return {
         status: toWireStatus(view),
         info: info ? { info: JSON.stringify(info) } : {},

@@ -34,8 +34,18 @@ function stepCode(cause: BerthError): status {
   return code === status.INTERNAL ? status.UNKNOWN : code;
 }
 
+/**
+ * The most of a message sent back. The status travels in HTTP/2 trailers, and a message echoing a
+ * 100 KB request field was never delivered: the call hung and stalled its connection.
+ */
+const MAX_MESSAGE_CHARS = 4096;
+
 export function toServiceError(err: unknown): ServiceError {
-  const message = err instanceof Error ? err.message : String(err);
+  const full = err instanceof Error ? err.message : String(err);
+  const message =
+    full.length > MAX_MESSAGE_CHARS
+      ? `${full.slice(0, MAX_MESSAGE_CHARS)}… (${full.length - MAX_MESSAGE_CHARS} more characters)`
+      : full;
   const error = new Error(message) as ServiceError;
   error.code = grpcCode(err);
   error.details = message;

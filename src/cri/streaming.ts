@@ -9,7 +9,7 @@ import type { SandboxService } from '../sandbox/service.js';
 import type { StreamRequest } from '../streaming/types.js';
 import { toCmd } from './container.js';
 import type { UnaryTable } from './handler.js';
-import { requireString } from './validate.js';
+import { requireId } from './validate.js';
 import type {
   AttachRequest,
   ExecRequest,
@@ -30,18 +30,18 @@ export function streamingHandlers(
 ): UnaryTable {
   return {
     Exec: async (req: ExecRequest): Promise<StreamUrlResponse> => {
-      const id = requireString('container_id', req.container_id);
+      const id = requireId('container_id', req.container_id);
       const cmd = toCmd(req.cmd);
       const flags = streamFlags(req);
       return { url: streams.url({ kind: 'exec', containerId: containers.runningId(id), cmd, ...flags }) };
     },
     Attach: async (req: AttachRequest): Promise<StreamUrlResponse> => {
-      const id = requireString('container_id', req.container_id);
+      const id = requireId('container_id', req.container_id);
       const flags = streamFlags(req);
       return { url: streams.url({ kind: 'attach', containerId: containers.runningId(id), ...flags }) };
     },
     PortForward: async (req: PortForwardRequest): Promise<StreamUrlResponse> => {
-      const id = requireString('pod_sandbox_id', req.pod_sandbox_id);
+      const id = requireId('pod_sandbox_id', req.pod_sandbox_id);
       const ports = req.port.map((p, i) => {
         if (!Number.isInteger(p) || p < 1 || p > 65535) {
           throw new InvalidArgumentError(`port[${i}]`, `${p} is not a port number (1-65535)`);

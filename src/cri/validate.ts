@@ -16,11 +16,32 @@ export function requireString(field: string, value: string | undefined): string 
   return value;
 }
 
+/**
+ * Longest id accepted: berth's ids are 64 hex characters, and a prefix is shorter still. Anything
+ * longer is refused before any lookup, and never quoted whole.
+ */
+const MAX_ID_LENGTH = 128;
+
+/** A container or sandbox id, or a unique prefix of one. */
+export function requireId(field: string, value: string | undefined): string {
+  const v = requireString(field, value);
+  if (v.length > MAX_ID_LENGTH) {
+    throw new InvalidArgumentError(
+      field,
+      `is ${v.length} characters long; an id has at most ${MAX_ID_LENGTH}`,
+    );
+  }
+  if (hasControlChar(v) || /[/\\\s]/.test(v)) {
+    throw new InvalidArgumentError(field, `${quoted(v)} is not an id`);
+  }
+  return v;
+}
+
 export function requireSafeName(field: string, value: string | undefined, maxLength = 253): string {
   const v = requireString(field, value);
   if (v.length > maxLength) throw new InvalidArgumentError(field, `is longer than ${maxLength} characters`);
   if (hasControlChar(v) || /[/\\]/.test(v) || v === '.' || v === '..') {
-    throw new InvalidArgumentError(field, `"${v}" must not contain slashes or control characters`);
+    throw new InvalidArgumentError(field, `${quoted(v)} must not contain slashes or control characters`);
   }
   return v;
 }
@@ -32,7 +53,7 @@ export function optionalHostname(field: string, value: string): string {
     value.length > 64 ||
     !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/i.test(value)
   ) {
-    throw new InvalidArgumentError(field, `"${value}" is not a valid host name`);
+    throw new InvalidArgumentError(field, `${quoted(value)} is not a valid host name`);
   }
   return value;
 }
