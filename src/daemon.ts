@@ -21,6 +21,7 @@ import { ContainerService, execDirs } from './container/service.js';
 import { resetExecDirs } from './oci/exec-process.js';
 import { Conmon } from './monitor/conmon.js';
 import { ExitWatcher } from './monitor/exits.js';
+import { PodGate } from './sandbox/gate.js';
 import { SandboxService } from './sandbox/service.js';
 import { Store } from './store/index.js';
 import { StreamingServer } from './streaming/server.js';
@@ -104,8 +105,10 @@ export async function startDaemon(
     usedBy: (imageId) => store.containers.imageInUse(imageId),
   });
 
+  const pods = new PodGate();
   const containers = new ContainerService({
     config,
+    pods,
     store,
     runc,
     conmon,
@@ -121,6 +124,7 @@ export async function startDaemon(
   });
   const sandboxes = new SandboxService({
     config,
+    pods,
     store,
     cni,
     runc,

@@ -22,6 +22,7 @@ import type { Runc } from '../oci/runc.js';
 import type { Process, Spec } from '../oci/spec.js';
 import { linuxResources } from '../oci/container.js';
 import { isRunning } from '../process/index.js';
+import type { PodGate } from '../sandbox/gate.js';
 import { KeyedLock } from '../sandbox/lock.js';
 import { cgroupsPath } from '../sandbox/service.js';
 import { Steps, pauseIfAsked } from '../sandbox/steps.js';
@@ -62,6 +63,8 @@ export interface ContainerServiceDeps {
   exits: ExitWatcher;
   images: ImageService;
   logger: Logger;
+  /** Orders container operations against StopPodSandbox and RemovePodSandbox of their pod. */
+  pods: PodGate;
   /** Test-only, as SandboxServiceDeps.pauseBeforeStep: CreateContainer waits forever before this step. */
   pauseBeforeStep?: string;
 }
@@ -90,8 +93,14 @@ export class ContainerService {
   }
 
   async create(podSandboxId: string, spec: ContainerSpec): Promise<string> {
+    const podId = findSandbox(this.deps.store, podSandboxId, false).id;
+    return this.deps.pods.enter(podId, () => this.createInPod(podId, spec));
+  }
+
+  private async createInPod(podId: string, spec: ContainerSpec): Promise<string> {
     const { config, store, images } = this.deps;
-    const sandbox = findSandbox(store, podSandboxId, false);
+    // Read again inside the gate: a Stop or Remove that closed the pod meanwhile is finished now.
+    const sandbox = findSandbox(store, podId, false);
     if (sandbox.state !== 'READY' || sandbox.pid <= 0) {
       throw new FailedPreconditionError(`pod sandbox ${sandbox.id} is not ready`);
     }
@@ -209,6 +218,11 @@ export class ContainerService {
 
   async start(idOrPrefix: string): Promise<void> {
     const found = this.resolve(idOrPrefix);
+    await this.deps.pods.enter(found.sandboxId, () => this.startInPod(found.id));
+  }
+
+  private async startInPod(id: string): Promise<void> {
+    const found = this.mustGet(id);
     await this.lock.with(found.id, async () => {
       const row = this.mustGet(found.id);
       if (row.state !== 'CREATED') {
@@ -304,13 +318,14 @@ export class ContainerService {
   }
 
   /** Stops every container of a pod, for StopPodSandbox: kubelet already gave them their grace. */
+  /** Called with the pod's gate closed: no create is under way, so no row is CREATING. */
   async stopAllInSandbox(sandboxId: string): Promise<void> {
-    const rows = this.deps.store.containers.listBySandbox(sandboxId);
+    const rows = this.deps.store.containers.listBySandbox(sandboxId).filter((r) => r.state !== 'CREATING');
     await Promise.all(rows.map((row) => this.stop(row.id, 0)));
   }
 
   async removeAllInSandbox(sandboxId: string): Promise<void> {
-    const rows = this.deps.store.containers.listBySandbox(sandboxId);
+    const rows = this.deps.store.containers.listBySandbox(sandboxId).filter((r) => r.state !== 'CREATING');
     await Promise.all(rows.map((row) => this.remove(row.id)));
   }
 

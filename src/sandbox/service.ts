@@ -18,6 +18,7 @@ import { isRunning, waitForExit } from '../process/index.js';
 import type { Store } from '../store/index.js';
 import type { SandboxRow } from '../store/types.js';
 import { mountShm, unmountShm, writeHostnameFile, writeResolvConf } from './files.js';
+import type { PodGate } from './gate.js';
 import { KeyedLock } from './lock.js';
 import { attach, attachmentFor, detach, storedNetworking } from './network.js';
 import type { SandboxFilter, SandboxSpec, SandboxVerboseInfo, SandboxView } from './types.js';
@@ -45,6 +46,8 @@ export interface SandboxServiceDeps {
   logger: Logger;
   infraRootfs: string;
   containers?: PodContainers;
+  /** Shared with the container service: a pod being stopped or removed takes no new container. */
+  pods: PodGate;
   /**
    * Test-only: RunPodSandbox stops before acting on the step of this name (after its journal entry
    * and undo are recorded) and waits forever, so a test can kill -9 the daemon mid-start.
@@ -248,7 +251,7 @@ export class SandboxService {
   async stop(idOrPrefix: string): Promise<void> {
     const row = this.resolve(idOrPrefix, true);
     if (!row) return;
-    await this.sandboxLock.with(row.id, () => this.stopLocked(row.id));
+    await this.deps.pods.close(row.id, () => this.sandboxLock.with(row.id, () => this.stopLocked(row.id)));
   }
 
   private async stopLocked(id: string): Promise<void> {
@@ -306,9 +309,13 @@ export class SandboxService {
   async remove(idOrPrefix: string): Promise<void> {
     const found = this.resolve(idOrPrefix, true);
     if (!found) return;
-    await this.sandboxLock.with(found.id, async () => {
+    await this.deps.pods.close(found.id, () => this.removeClosed(found.id));
+  }
+
+  private async removeClosed(id: string): Promise<void> {
+    await this.sandboxLock.with(id, async () => {
       const { store, runc } = this.deps;
-      const row = store.getSandbox(found.id);
+      const row = store.getSandbox(id);
       if (!row) return;
       const needsStop =
         row.state !== 'NOTREADY' ||

@@ -1,0 +1,179 @@
+/**
+ * Requests a busy kubelet or a hostile client sends, against a real berthd: huge fields, pod and
+ * container operations racing each other. Needs root; traffic stays on loopback and the test
+ * pods' own namespaces.
+ */
+import assert from 'node:assert/strict';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { status, type ServiceError } from '@grpc/grpc-js';
+import { podConfig, TestDaemon } from '../harness/daemon.js';
+import { rejectsWith } from '../harness/grpc.js';
+import { busyboxLayer, pushImage, type PushedImage } from '../harness/images.js';
+import { startRegistry, type TestRegistry } from '../harness/registry.js';
+import { registrySkip } from '../harness/skip.js';
+
+const SUITE_TIMEOUT_MS = 600_000;
+const HUGE = 'x'.repeat(110_000);
+/** Codes a racing call may end with; anything else (UNKNOWN, INTERNAL) is a bug. */
+const RACE_CODES = new Set([status.OK, status.NOT_FOUND, status.FAILED_PRECONDITION]);
+
+describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
+  let registry: TestRegistry;
+  let daemon: TestDaemon;
+  let image: PushedImage;
+
+  before(async () => {
+    registry = await startRegistry();
+    image = await pushImage(registry, 'berth/hardening', '1', {
+      layers: [await busyboxLayer()],
+      config: { Cmd: ['/bin/sleep', '1000'], Env: ['PATH=/bin'] },
+    });
+    daemon = await TestDaemon.create({ cni: 'bridge' });
+    await daemon.cri.callImage('PullImage', { image: { image: image.reference } });
+  });
+
+  after(async () => {
+    await daemon?.destroy();
+    await registry?.stop();
+  });
+
+  function pod(name: string): Record<string, unknown> {
+    return podConfig(name, { log_directory: join(daemon.base, 'logs', name) });
+  }
+
+  async function runPod(name: string): Promise<{ id: string; config: Record<string, unknown> }> {
+    const config = pod(name);
+    const res = await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config });
+    return { id: res.pod_sandbox_id, config };
+  }
+
+  function createIn(podId: string, config: Record<string, unknown>, name: string): Promise<string> {
+    return daemon.cri
+      .call<{ container_id: string }>('CreateContainer', {
+        pod_sandbox_id: podId,
+        config: { metadata: { name }, image: { image: image.reference } },
+        sandbox_config: config,
+      })
+      .then((r) => r.container_id);
+  }
+
+  /** The code a call ended with: OK or its gRPC status. */
+  async function outcome(call: Promise<unknown>): Promise<status> {
+    try {
+      await call;
+      return status.OK;
+    } catch (err) {
+      return (err as ServiceError).code;
+    }
+  }
+
+  async function conmons(): Promise<number> {
+    let n = 0;
+    for (const pid of await readdir('/proc')) {
+      if (!/^\d+$/.test(pid)) continue;
+      const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+      if (cmdline.startsWith('/usr/bin/conmon') && cmdline.includes(daemon.base)) n++;
+    }
+    return n;
+  }
+
+  /** Rows, netns pins, IP leases, runc containers, conmons and dirs all agree with the API. */
+  async function assertNothingLeaked(): Promise<void> {
+    const pods = await daemon.cri.call<{ items: unknown[] }>('ListPodSandbox', {});
+    const ctrs = await daemon.cri.call<{ containers: unknown[] }>('ListContainers', {});
+    assert.deepEqual(pods.items, []);
+    assert.deepEqual(ctrs.containers, []);
+    assert.deepEqual(await daemon.netnsFiles(), []);
+    assert.deepEqual(await daemon.leasedIps(), []);
+    assert.deepEqual(await daemon.runcContainers(), []);
+    assert.deepEqual(await daemon.sandboxDirs(), []);
+    assert.equal(await conmons(), 0);
+  }
+
+  describe('huge fields', () => {
+    it('a 110,000-character id is refused at once, and the connection keeps working', async () => {
+      for (const rpc of ['ContainerStatus', 'StartContainer', 'StopContainer', 'ContainerStats']) {
+        const started = Date.now();
+        const err = await rejectsWith(
+          daemon.cri.call(rpc, { container_id: HUGE }),
+          status.INVALID_ARGUMENT,
+          'container_id',
+        );
+        assert.ok(err.details.length < 1000, `${rpc}: a message of ${err.details.length} characters`);
+        assert.ok(Date.now() - started < 2_000, `${rpc} took ${Date.now() - started} ms`);
+      }
+      await rejectsWith(
+        daemon.cri.call('PodSandboxStatus', { pod_sandbox_id: HUGE }),
+        status.INVALID_ARGUMENT,
+        'pod_sandbox_id',
+      );
+      const started = Date.now();
+      await daemon.cri.call('Version', {});
+      assert.ok(Date.now() - started < 1_000);
+    });
+
+    it('errors quoting a huge hostname or image reference stay small and arrive', async () => {
+      const config = { ...pod('huge-hostname'), hostname: HUGE };
+      const err = await rejectsWith(
+        daemon.cri.call('RunPodSandbox', { config }),
+        status.INVALID_ARGUMENT,
+        'hostname',
+      );
+      assert.ok(err.details.length < 1000);
+      const pull = await daemon.cri.callImage('PullImage', { image: { image: `127.0.0.1:1/${HUGE}` } }).then(
+        () => null,
+        (e: ServiceError) => e,
+      );
+      assert.ok(pull, 'a pull of a 110 KB reference failed');
+      assert.ok(pull.details.length <= 4200, `a message of ${pull.details.length} characters`);
+    });
+  });
+
+  describe('pod and container operations at the same moment', () => {
+    it('RemovePodSandbox racing CreateContainer and StartContainer: Remove wins cleanly, every time', async () => {
+      for (let round = 0; round < 12; round++) {
+        const { id, config } = await runPod(`race-${round}`);
+        const created = createIn(id, config, 'c').then(async (cid) => {
+          await daemon.cri.call('StartContainer', { container_id: cid });
+          return cid;
+        });
+        const [createCode, removeCode] = await Promise.all([
+          outcome(created),
+          outcome(daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: id })),
+        ]);
+        assert.equal(removeCode, status.OK, `round ${round}: RemovePodSandbox`);
+        assert.ok(
+          RACE_CODES.has(createCode),
+          `round ${round}: CreateContainer+Start ended ${status[createCode]}`,
+        );
+        // Whatever the create did, the remove that answered OK took it along.
+        await assertNothingLeaked();
+      }
+    });
+
+    it('Start, Stop, ExecSync and a second Remove mixed in: typed answers, nothing left', async () => {
+      for (let round = 0; round < 6; round++) {
+        const { id, config } = await runPod(`mixed-${round}`);
+        const cid = await createIn(id, config, 'c');
+        const calls = [
+          daemon.cri.call('StartContainer', { container_id: cid }),
+          daemon.cri.call('ExecSync', { container_id: cid, cmd: ['true'], timeout: 5 }),
+          daemon.cri.call('StopContainer', { container_id: cid, timeout: 0 }),
+          daemon.cri.call('StopPodSandbox', { pod_sandbox_id: id }),
+          daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: id }),
+          createIn(id, config, 'late'),
+          daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: id }),
+        ];
+        const codes = await Promise.all(calls.map(outcome));
+        for (const [i, code] of codes.entries()) {
+          assert.ok(RACE_CODES.has(code), `round ${round}, call ${i}: ${status[code]}`);
+        }
+        assert.equal(codes[4], status.OK);
+        assert.equal(codes[6], status.OK);
+        await assertNothingLeaked();
+      }
+    });
+  });
+});
