@@ -401,7 +401,12 @@ export class ContainerService {
   }
 
   /** A timeout is a result (timedOut), not an error: src/cri decides what kubelet must see. */
-  async execSync(idOrPrefix: string, cmd: string[], timeoutSeconds: number): Promise<ExecSyncResult> {
+  async execSync(
+    idOrPrefix: string,
+    cmd: string[],
+    timeoutSeconds: number,
+    signal?: AbortSignal,
+  ): Promise<ExecSyncResult> {
     const row = this.resolve(idOrPrefix);
     if (row.state !== 'RUNNING') {
       throw new FailedPreconditionError(`container ${row.id} is ${stateWord(row)}, not running`);
@@ -411,6 +416,7 @@ export class ContainerService {
       timeoutMs: timerMs(timeoutSeconds),
       maxOutputBytes: EXEC_SYNC_OUTPUT_CAP,
       tmpDir: execDirs(this.deps.config),
+      ...(signal ? { signal } : {}),
     });
     return result;
   }

@@ -98,11 +98,11 @@ export function containerHandlers(containers: ContainerService): UnaryTable {
       await containers.reopenLog(requireId('container_id', req.container_id));
       return {};
     },
-    ExecSync: async (req: ExecSyncRequest): Promise<ExecSyncResponse> => {
+    ExecSync: async (req: ExecSyncRequest, { signal }): Promise<ExecSyncResponse> => {
       const id = requireId('container_id', req.container_id);
       const cmd = toCmd(req.cmd);
       const timeout = seconds('timeout', req.timeout);
-      const result = await containers.execSync(id, cmd, timeout);
+      const result = await containers.execSync(id, cmd, timeout, signal);
       // kubelet turns DEADLINE_EXCEEDED, and only that code, into a probe TimeoutError, which the
       // prober counts as a failed probe. An exit code (e.g. 124) would pass for the command's own
       // failure, and any other error code makes the prober discard the result altogether. containerd

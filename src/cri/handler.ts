@@ -10,8 +10,14 @@ import { UnimplementedError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { toServiceError } from './status.js';
 
+/** What a handler knows of its call besides the request. */
+export interface CallContext {
+  /** Aborted when the client cancels the call or its deadline passes: work for it can stop. */
+  signal: AbortSignal;
+}
+
 /** A unary RPC in domain terms: request object in, response object out, typed errors thrown. */
-export type UnaryHandler<Req, Res> = (request: Req) => Promise<Res>;
+export type UnaryHandler<Req, Res> = (request: Req, context: CallContext) => Promise<Res>;
 
 /** Keyed by rpc name; `never` accepts a handler of any request type, each checked in its own module. */
 export type UnaryTable = Record<string, UnaryHandler<never, unknown>>;
@@ -55,8 +61,10 @@ function wrapUnary(rpc: string, handler: UnaryHandler<never, unknown>, logger: L
   return (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>): void => {
     const started = process.hrtime.bigint();
     const elapsedMs = (): number => Number(process.hrtime.bigint() - started) / 1e6;
+    const cancelled = new AbortController();
+    call.once('cancelled', () => cancelled.abort(new Error('the client cancelled the call')));
     // The request type is the handler's own; grpc-js decoded it from the matching proto message.
-    handler(call.request as never).then(
+    handler(call.request as never, { signal: cancelled.signal }).then(
       (response) => {
         logger.debug({ rpc, ms: elapsedMs() }, 'rpc');
         callback(null, response);

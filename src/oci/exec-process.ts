@@ -3,11 +3,11 @@
  * log), the `runc exec` command line, killing the exec'd process by its pid, and telling runc's
  * own failures apart from the command's exit status.
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { constants as osConstants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ExecError, FailedPreconditionError, InvalidArgumentError } from '../errors.js';
-import { parentPid, readPidFile } from '../process/index.js';
+import { commandLine, parentPid, processesMentioning, readPidFile } from '../process/index.js';
 import { readLoggedErrors, type Runc } from './runc.js';
 import type { Process } from './spec.js';
 
@@ -25,12 +25,36 @@ export interface ExecFiles {
 export const EXEC_DIR_PREFIX = 'berth-exec-';
 
 /**
- * Empties the parent of the exec dirs at start-up: no exec survives its berthd (runc exec is
- * berthd's child), so whatever is there was left by one that was killed.
+ * Empties the parent of the exec dirs at start-up. No exec outlives a berthd that stops, so each
+ * dir there is one a killed berthd left, perhaps with its `runc exec` and the command still
+ * running: both are killed first (runc's argv names the dir; the command is the pid runc wrote,
+ * trusted only while its argv is still the command's).
  */
 export async function resetExecDirs(parent: string): Promise<void> {
+  for (const name of await readdir(parent).catch(() => [] as string[])) {
+    if (name.startsWith(EXEC_DIR_PREFIX)) await killLeftovers(join(parent, name));
+  }
   await rm(parent, { recursive: true, force: true });
   await mkdir(parent, { recursive: true, mode: 0o700 });
+}
+
+async function killLeftovers(dir: string): Promise<void> {
+  for (const pid of await processesMentioning(dir)) killQuietly(pid);
+  const pid = await readPidFile(join(dir, 'exec.pid'));
+  if (pid === null) return;
+  const spec = await readFile(join(dir, 'process.json'), 'utf8')
+    .then((text) => JSON.parse(text) as Partial<Process>)
+    .catch(() => null);
+  const argv = await commandLine(pid);
+  if (spec?.args && argv && argv.join('\0') === spec.args.join('\0')) killQuietly(pid);
+}
+
+function killQuietly(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // Gone already.
+  }
 }
 
 export async function withExecFiles<T>(

@@ -48,6 +48,8 @@ export interface ExecSyncOptions {
   maxOutputBytes: number;
   /** Parent of the per-exec temp dir (process.json, pid file, runc log); default os.tmpdir(). */
   tmpDir?: string;
+  /** The caller went away (the RPC was cancelled): the command is killed as on a timeout. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -135,20 +137,22 @@ function spawnExec(
       resolve({ stdout: stdout.toBuffer(), stderr: stderr.toBuffer(), exitCode: code, signal, timedOut });
     });
 
-    if (opts.timeoutMs > 0) {
-      timers.push(
-        setTimeout(() => {
-          if (exited) return;
-          timedOut = true;
-          void killExecProcess(child.pid, pidFile, () => exited).then((killedProcess) => {
-            if (exited) return;
-            // Without a pid there is nothing better than runc itself; otherwise runc gets a moment
-            // to reap its process and report, and is killed if its pipes are held by a descendant.
-            if (!killedProcess) killGroup(child.pid);
-            else timers.push(setTimeout(() => killGroup(child.pid), KILL_GRACE_MS));
-          });
-        }, opts.timeoutMs),
-      );
+    const kill = (): void => {
+      if (exited || timedOut) return;
+      timedOut = true;
+      void killExecProcess(child.pid, pidFile, () => exited).then((killedProcess) => {
+        if (exited) return;
+        // Without a pid there is nothing better than runc itself; otherwise runc gets a moment
+        // to reap its process and report, and is killed if its pipes are held by a descendant.
+        if (!killedProcess) killGroup(child.pid);
+        else timers.push(setTimeout(() => killGroup(child.pid), KILL_GRACE_MS));
+      });
+    };
+    if (opts.timeoutMs > 0) timers.push(setTimeout(kill, opts.timeoutMs));
+    if (opts.signal) {
+      if (opts.signal.aborted) kill();
+      else opts.signal.addEventListener('abort', kill, { once: true });
+      child.once('close', () => opts.signal?.removeEventListener('abort', kill));
     }
   });
 }

@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 
 /**
  * True while the process exists and is not a zombie. The infra process is not berthd's child
@@ -40,4 +40,22 @@ export async function parentPid(pid: number): Promise<number | null> {
   // Fields after the parenthesised command name (which may hold anything but ')'): state, ppid.
   const ppid = Number.parseInt(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1] ?? '', 10);
   return Number.isInteger(ppid) ? ppid : null;
+}
+
+/** A process's argv from /proc; null when it is gone. */
+export async function commandLine(pid: number): Promise<string[] | null> {
+  const raw = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => null);
+  if (raw === null) return null;
+  return raw.split('\0').slice(0, -1);
+}
+
+/** Pids of processes whose argv mentions `text` anywhere (berthd's own pid excluded). */
+export async function processesMentioning(text: string): Promise<number[]> {
+  const pids: number[] = [];
+  for (const entry of await readdir('/proc').catch(() => [] as string[])) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    const raw = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
+    if (raw.includes(text)) pids.push(Number(entry));
+  }
+  return pids;
 }

@@ -8,7 +8,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status, type ServiceError } from '@grpc/grpc-js';
-import { podConfig, TestDaemon } from '../harness/daemon.js';
+import { podConfig, TestDaemon, waitFor } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
 import { busyboxLayer, pushImage, type PushedImage } from '../harness/images.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
@@ -174,6 +174,61 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
         assert.equal(codes[6], status.OK);
         await assertNothingLeaked();
       }
+    });
+  });
+
+  describe('ExecSync whose caller goes away', () => {
+    let podId: string;
+    let cid: string;
+
+    before(async () => {
+      const { id, config } = await runPod('exec-cancel');
+      podId = id;
+      cid = await createIn(id, config, 'c');
+      await daemon.cri.call('StartContainer', { container_id: cid });
+    });
+
+    after(async () => {
+      await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: podId }).catch(() => undefined);
+    });
+
+    async function running(marker: string): Promise<boolean> {
+      const ps = await daemon.cri.call<{ stdout: Buffer }>('ExecSync', {
+        container_id: cid,
+        cmd: ['ps', '-o', 'args'],
+        timeout: 10,
+      });
+      return ps.stdout.toString().includes(marker);
+    }
+
+    it('a cancelled call (client deadline, no timeout of its own) ends its command', async () => {
+      await rejectsWith(
+        daemon.cri.call(
+          'ExecSync',
+          { container_id: cid, cmd: ['sleep', '4324'], timeout: 0 },
+          { deadlineMs: 1_000 },
+        ),
+        status.DEADLINE_EXCEEDED,
+      );
+      await waitFor(async () => !(await running('sleep 4324')), 10_000);
+      await waitFor(async () => (await readdir(join(daemon.stateDir, 'exec'))).length === 0, 10_000);
+    });
+
+    it('after a kill -9 of berthd mid-exec, start-up ends the orphaned exec and sweeps its files', async () => {
+      const call = daemon.cri.call('ExecSync', { container_id: cid, cmd: ['sleep', '4325'], timeout: 0 });
+      call.catch(() => undefined);
+      await waitFor(async () => {
+        const out = await daemon.cri.call<{ stdout: Buffer }>('ExecSync', {
+          container_id: cid,
+          cmd: ['ps', '-o', 'args'],
+          timeout: 10,
+        });
+        return out.stdout.toString().includes('sleep 4325');
+      }, 10_000);
+      await daemon.kill9();
+      await daemon.start();
+      assert.equal(await running('sleep 4325'), false);
+      assert.deepEqual(await readdir(join(daemon.stateDir, 'exec')), []);
     });
   });
 });

@@ -1,6 +1,8 @@
 import {
   credentials,
   loadPackageDefinition,
+  Metadata,
+  type CallOptions,
   type Client,
   type GrpcObject,
   type ServiceError,
@@ -9,7 +11,7 @@ import { loadSync } from '@grpc/proto-loader';
 import { PROTO_LOADER_OPTIONS, PROTO_PATH } from '../../src/cri/loader.js';
 
 type Callback = (err: ServiceError | null, res: unknown) => void;
-type RawMethod = (req: unknown, cb: Callback) => void;
+type RawMethod = (req: unknown, metadata: Metadata, options: CallOptions, cb: Callback) => void;
 
 /** A CRI client over the daemon's unix socket, decoding exactly as kubelet's protobuf would. */
 export class CriClient {
@@ -27,9 +29,16 @@ export class CriClient {
     this.image = new (v1.ImageService as unknown as Ctor)(`unix://${socket}`, credentials.createInsecure());
   }
 
-  /** Calls a RuntimeService rpc; rejects with the grpc ServiceError (code, details). */
-  call<T = Record<string, unknown>>(rpc: string, req: object = {}): Promise<T> {
-    return invoke<T>(this.runtime, rpc, req);
+  /**
+   * Calls a RuntimeService rpc; rejects with the grpc ServiceError (code, details). With
+   * `deadlineMs` the client gives up after that long, as kubelet does with its timeouts.
+   */
+  call<T = Record<string, unknown>>(
+    rpc: string,
+    req: object = {},
+    opts: { deadlineMs?: number } = {},
+  ): Promise<T> {
+    return invoke<T>(this.runtime, rpc, req, opts.deadlineMs);
   }
 
   callImage<T = Record<string, unknown>>(rpc: string, req: object = {}): Promise<T> {
@@ -42,10 +51,11 @@ export class CriClient {
   }
 }
 
-function invoke<T>(client: Client, rpc: string, req: object): Promise<T> {
+function invoke<T>(client: Client, rpc: string, req: object, deadlineMs?: number): Promise<T> {
   const method = (client as unknown as Record<string, RawMethod>)[rpc];
   if (!method) throw new Error(`no rpc ${rpc}`);
+  const options: CallOptions = deadlineMs === undefined ? {} : { deadline: Date.now() + deadlineMs };
   return new Promise<T>((resolve, reject) => {
-    method.call(client, req, (err, res) => (err ? reject(err) : resolve(res as T)));
+    method.call(client, req, new Metadata(), options, (err, res) => (err ? reject(err) : resolve(res as T)));
   });
 }
