@@ -7,7 +7,7 @@ import { Cni } from '../cni/index.js';
 import { loadDefaultNetwork } from '../cni/config.js';
 import type { CniNetworkList } from '../cni/types.js';
 import type { BerthConfig } from '../config/types.js';
-import { FailedPreconditionError, StepError } from '../errors.js';
+import { AlreadyExistsError, FailedPreconditionError, StepError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { dialLocalhost } from '../netns/dial.js';
 import { createPinnedNetns, isMounted, removeNetns, unmountNetns } from '../netns/index.js';
@@ -71,11 +71,18 @@ export class SandboxService {
 
   async run(spec: SandboxSpec): Promise<string> {
     const m = spec.metadata;
-    // kubelet retries a RunPodSandbox that timed out on its side; the same pod gets the same sandbox.
     return this.podLock.with(`${m.namespace}/${m.name}/${m.uid}/${m.attempt}`, async () => {
       const existing = this.deps.store.findSandboxByMetadata(m.namespace, m.name, m.uid, m.attempt);
-      if (existing) return existing.id;
-      return this.create(spec);
+      if (!existing) return this.create(spec);
+      // kubelet retries a RunPodSandbox that timed out on its side: the same pod gets the same
+      // sandbox. A stopped one is not handed out as if it ran; kubelet itself never asks again
+      // for it (it starts a new attempt), and containerd and CRI-O refuse the name as taken.
+      if (existing.state === 'NOTREADY') {
+        throw new AlreadyExistsError(
+          `pod sandbox ${existing.id} with this metadata (${m.namespace}/${m.name}, uid ${m.uid}, attempt ${m.attempt}) exists and is stopped: remove it, or run the next attempt`,
+        );
+      }
+      return existing.id;
     });
   }
 

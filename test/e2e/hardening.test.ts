@@ -231,4 +231,18 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
       assert.deepEqual(await readdir(join(daemon.stateDir, 'exec')), []);
     });
   });
+
+  describe('RunPodSandbox again for a pod that exists', () => {
+    it('a READY pod is returned (kubelet retry); a stopped one is ALREADY_EXISTS until removed', async () => {
+      const { id, config } = await runPod('again');
+      const again = await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config });
+      assert.equal(again.pod_sandbox_id, id);
+      await daemon.cri.call('StopPodSandbox', { pod_sandbox_id: id });
+      await rejectsWith(daemon.cri.call('RunPodSandbox', { config }), status.ALREADY_EXISTS, id);
+      await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: id });
+      const fresh = await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config });
+      assert.notEqual(fresh.pod_sandbox_id, id);
+      await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: fresh.pod_sandbox_id });
+    });
+  });
 });
