@@ -17,7 +17,15 @@ import type {
 } from '../container/types.js';
 import type { NamespaceMode } from '../sandbox/types.js';
 import type { UnaryTable } from './handler.js';
-import { int64Id, requireId, requireSafeName, requireString } from './validate.js';
+import {
+  MAX_ENV_BYTES,
+  MAX_ENV_ENTRIES,
+  boundedMap,
+  int64Id,
+  requireId,
+  requireSafeName,
+  requireString,
+} from './validate.js';
 import {
   absolutePath,
   capabilityName,
@@ -145,11 +153,11 @@ export function toContainerSpec(req: CreateContainerRequest): ContainerSpec {
     command: config.command.map((s, i) => noNul(`config.command[${i}]`, s)),
     args: config.args.map((s, i) => noNul(`config.args[${i}]`, s)),
     workingDir: config.working_dir ? absolutePath('config.working_dir', config.working_dir, true) : '',
-    envs: config.envs.map((kv, i) => toEnv(`config.envs[${i}]`, kv)),
+    envs: toEnvs(config.envs),
     mounts: config.mounts.map((m, i) => toMount(`config.mounts[${i}]`, m)),
     devices: config.devices.map((d, i) => toDevice(`config.devices[${i}]`, d)),
-    labels: config.labels,
-    annotations: config.annotations,
+    labels: boundedMap('config.labels', config.labels),
+    annotations: boundedMap('config.annotations', config.annotations),
     logPath: relativeLogPath('config.log_path', config.log_path),
     stdin: config.stdin,
     stdinOnce: config.stdin_once,
@@ -157,6 +165,22 @@ export function toContainerSpec(req: CreateContainerRequest): ContainerSpec {
     resources: toResources('config.linux.resources', config.linux?.resources ?? null),
     security: toSecurity(config.linux?.security_context ?? null),
   };
+}
+
+function toEnvs(envs: WireKeyValue[]): KeyValue[] {
+  // Checked before any entry is looked at: 100,000 entries took 11 s to refuse one by one.
+  if (envs.length > MAX_ENV_ENTRIES) {
+    throw new InvalidArgumentError('config.envs', `has ${envs.length} entries; at most ${MAX_ENV_ENTRIES}`);
+  }
+  let bytes = 0;
+  return envs.map((kv, i) => {
+    const env = toEnv(`config.envs[${i}]`, kv);
+    bytes += Buffer.byteLength(env.key) + Buffer.byteLength(env.value) + 2;
+    if (bytes > MAX_ENV_BYTES) {
+      throw new InvalidArgumentError('config.envs', `holds more than ${MAX_ENV_BYTES / 1024} KiB`);
+    }
+    return env;
+  });
 }
 
 function toEnv(field: string, kv: WireKeyValue): KeyValue {

@@ -101,6 +101,39 @@ export function noControlChars(field: string, value: string): string {
   return value;
 }
 
+/**
+ * Labels and annotations of one object: at most Kubernetes' own limit on an object's annotations
+ * (256 KiB); every pod's and container's maps are returned by each List call, so an unbounded map
+ * made the lists too big for clients' 16 MiB message limit.
+ */
+export const MAX_MAP_BYTES = 256 * 1024;
+/** A label or annotation key: a DNS subdomain prefix, a slash and a 63-character name. */
+const MAX_MAP_KEY = 317;
+
+export function boundedMap(field: string, map: Record<string, string>): Record<string, string> {
+  let bytes = 0;
+  for (const [key, value] of Object.entries(map)) {
+    if (key === '' || key.length > MAX_MAP_KEY || hasControlChar(key)) {
+      throw new InvalidArgumentError(
+        field,
+        `key ${quoted(key)} is empty, longer than ${MAX_MAP_KEY} characters or has control characters`,
+      );
+    }
+    bytes += Buffer.byteLength(key) + Buffer.byteLength(value);
+    if (bytes > MAX_MAP_BYTES) {
+      throw new InvalidArgumentError(field, `holds more than ${MAX_MAP_BYTES / 1024} KiB of keys and values`);
+    }
+  }
+  return map;
+}
+
+/**
+ * A container's environment: far more than any real one, and below what execve itself takes (all
+ * of argv and envp share a quarter of the stack limit, 2 MiB by default).
+ */
+export const MAX_ENV_ENTRIES = 16_384;
+export const MAX_ENV_BYTES = 1024 * 1024;
+
 /** Long or strange values are cut when an error quotes them, so the error itself stays small. */
 const QUOTE_MAX = 128;
 

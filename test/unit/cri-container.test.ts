@@ -332,6 +332,24 @@ test('a minimal config (no linux section) gets zero resources and the default pr
   assert.equal(spec.security.maskedPaths, null);
 });
 
+test('environment, labels and annotations are bounded, and refused naming the field', () => {
+  const envs = (n: number, value = 'v') =>
+    Array.from({ length: n }, (_, i) => ({ key: `K${i}`, value: Buffer.from(value) }));
+  assert.equal(toContainerSpec(request(wireConfig({ envs: envs(16_384) }))).envs.length, 16_384);
+  const started = Date.now();
+  rejects(() => toContainerSpec(request(wireConfig({ envs: envs(100_000) }))), 'config.envs');
+  assert.ok(Date.now() - started < 100, 'refused before looking at each entry');
+  rejects(
+    () => toContainerSpec(request(wireConfig({ envs: envs(2, 'x'.repeat(600 * 1024)) }))),
+    'config.envs',
+  );
+  rejects(
+    () => toContainerSpec(request(wireConfig({ annotations: { a: 'x'.repeat(5 * 1024 * 1024) } }))),
+    'config.annotations',
+  );
+  rejects(() => toContainerSpec(request(wireConfig({ labels: { '': 'v' } }))), 'config.labels');
+});
+
 test('run_as_group is accepted with run_as_username, and rejected alone', () => {
   const ok = toContainerSpec(withSecurity({ run_as_user: null, run_as_username: 'nobody' }));
   assert.equal(ok.security.runAsUsername, 'nobody');
@@ -831,9 +849,10 @@ function fakeService(exec: Partial<ExecSyncResult> = {}) {
 type Handler = (req: unknown) => Promise<unknown>;
 
 function handler(service: ContainerService, rpc: string): Handler {
-  const h = containerHandlers(service)[rpc];
+  const h = containerHandlers(service)[rpc] as unknown as
+    ((req: unknown, ctx: { signal: AbortSignal }) => Promise<unknown>) | undefined;
   assert.ok(h, rpc);
-  return h as unknown as Handler;
+  return (req) => h(req, { signal: new AbortController().signal });
 }
 
 test('StopContainer: the int64 timeout becomes seconds; negative means now', async () => {

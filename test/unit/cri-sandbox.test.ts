@@ -79,3 +79,17 @@ describe('RunPodSandbox fields that reach files', () => {
     }
   });
 });
+
+describe('RunPodSandbox labels and annotations', () => {
+  it('takes maps up to 256 KiB and refuses more, naming the map', () => {
+    const big = { 'example.com/blob': 'x'.repeat(200 * 1024) };
+    assert.equal(toSandboxSpec(request({ annotations: big })).annotations, big);
+    refuses(
+      request({ annotations: { 'example.com/blob': 'x'.repeat(5 * 1024 * 1024) } }),
+      'config.annotations',
+    );
+    refuses(request({ labels: { a: 'x'.repeat(300 * 1024) } }), 'config.labels');
+    refuses(request({ labels: { '': 'empty key' } }), 'config.labels');
+    refuses(request({ labels: { 'bad\nkey': 'v' } }), 'config.labels');
+  });
+});
