@@ -44,7 +44,10 @@ export interface PreparedSpec {
 
 export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
   const { sandbox, sandboxSpec } = input;
-  const spec = { ...input.spec, resources: await supportedResources(input.spec.resources) };
+  const spec = {
+    ...input.spec,
+    resources: await supportedResources(input.spec.resources, 'config.linux.resources'),
+  };
   // The namespaces are joined through the infra's /proc entries: a dead infra would fail late.
   if (!(await isRunning(sandbox.pid))) {
     throw new FailedPreconditionError(`pod sandbox ${sandbox.id}: its infra process is not running`);
@@ -91,7 +94,14 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
  * hugetlb cgroup controller (this kind of VM, cgroup v1) cannot apply any, and runc would fail
  * the container. Like containerd's tolerate_missing_hugetlb_controller, they are dropped there.
  */
-export async function supportedResources(resources: ContainerResources): Promise<ContainerResources> {
+export async function supportedResources(
+  resources: ContainerResources,
+  field: string,
+): Promise<ContainerResources> {
+  // runc would fail on them with a message that names no field; kubelet sends none on cgroup v1.
+  if (Object.keys(resources.unified).length > 0 && (await cgroupVersion()) === 1) {
+    throw new InvalidArgumentError(`${field}.unified`, 'needs cgroup v2, and this node runs cgroup v1');
+  }
   if (resources.hugepageLimits.length === 0 || (await hasHugetlbController())) return resources;
   return { ...resources, hugepageLimits: [] };
 }

@@ -384,7 +384,7 @@ export class ContainerService {
       if (row.state !== 'CREATED' && row.state !== 'RUNNING') {
         throw new FailedPreconditionError(`container ${row.id} is ${stateWord(row)}: nothing to update`);
       }
-      await this.deps.runc.update(row.id, linuxResources(await supportedResources(resources)));
+      await this.deps.runc.update(row.id, linuxResources(await supportedResources(resources, 'linux')));
       const spec = { ...this.specOf(row), resources };
       this.deps.store.containers.update(row.id, { configJson: JSON.stringify(spec) });
     });

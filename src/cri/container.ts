@@ -269,7 +269,7 @@ export function toResources(field: string, r: WireLinuxContainerResources | null
     cpuPeriod,
     cpuQuota,
     cpuShares: int64InRange(`${field}.cpu_shares`, r.cpu_shares, 0, 262_144),
-    memoryLimitBytes: int64InRange(`${field}.memory_limit_in_bytes`, r.memory_limit_in_bytes, 0, MAX),
+    memoryLimitBytes: memoryLimit(`${field}.memory_limit_in_bytes`, r.memory_limit_in_bytes),
     oomScoreAdj: int64InRange(`${field}.oom_score_adj`, r.oom_score_adj, -1000, 1000),
     cpusetCpus: cpuset(`${field}.cpuset_cpus`, r.cpuset_cpus),
     cpusetMems: cpuset(`${field}.cpuset_mems`, r.cpuset_mems),
@@ -286,6 +286,24 @@ export function toResources(field: string, r: WireLinuxContainerResources | null
       MAX,
     ),
   };
+}
+
+/**
+ * Docker's floor for a memory limit: runc's own init runs in the container's cgroup and needs a
+ * few MiB, so a smaller limit fails the container in ways that name nothing, or, set on a running
+ * one, is refused by the kernel as below what it uses.
+ */
+const MIN_MEMORY_LIMIT = 6 * 1024 * 1024;
+
+function memoryLimit(field: string, value: string): number {
+  const bytes = int64InRange(field, value, 0, MAX);
+  if (bytes > 0 && bytes < MIN_MEMORY_LIMIT) {
+    throw new InvalidArgumentError(
+      field,
+      `${bytes} is below the minimum of ${MIN_MEMORY_LIMIT} bytes (6 MiB); 0 means no limit`,
+    );
+  }
+  return bytes;
 }
 
 function toUnified(field: string, unified: Record<string, string>): Record<string, string> {

@@ -102,7 +102,7 @@ export function toSandboxSpec(req: RunPodSandboxRequest): SandboxSpec {
     annotations: boundedMap('config.annotations', config.annotations),
     runtimeHandler: req.runtime_handler,
     cgroupParent: optionalCgroupParent('config.linux.cgroup_parent', linux?.cgroup_parent ?? ''),
-    sysctls: toSysctls(linux?.sysctls ?? {}),
+    sysctls: toSysctls(linux?.sysctls ?? {}, namespaces),
     namespaces,
     security: {
       runAsUser,
@@ -165,10 +165,42 @@ function toPortMapping(field: string, p: WirePortMapping): PortMapping {
   };
 }
 
-function toSysctls(sysctls: Record<string, string>): Record<string, string> {
+const IPC_SYSCTLS = new Set([
+  'kernel.msgmax',
+  'kernel.msgmnb',
+  'kernel.msgmni',
+  'kernel.sem',
+  'kernel.shmall',
+  'kernel.shmmax',
+  'kernel.shmmni',
+  'kernel.shm_rmid_forced',
+]);
+const UTS_SYSCTLS = new Set(['kernel.domainname', 'kernel.hostname']);
+
+/**
+ * Only sysctls of a namespace the pod has of its own may be set, as runc checks them: anything
+ * else would change the node (kernel.sysrq) and runc refuses it. Refused here, naming the sysctl,
+ * rather than as an UNKNOWN failure of the infra container.
+ */
+function toSysctls(
+  sysctls: Record<string, string>,
+  namespaces: SandboxSpec['namespaces'],
+): Record<string, string> {
+  const ownNetwork = namespaces.network !== 'NODE';
   for (const [name, value] of Object.entries(sysctls)) {
-    sysctlName(`config.linux.sysctls["${name}"]`, name);
-    noControlChars(`config.linux.sysctls["${name}"]`, value);
+    const field = `config.linux.sysctls["${name}"]`;
+    sysctlName(field, name);
+    noControlChars(field, value);
+    const dotted = name.replaceAll('/', '.');
+    const namespaced =
+      IPC_SYSCTLS.has(dotted) || dotted.startsWith('fs.mqueue.')
+        ? namespaces.ipc !== 'NODE' || `it needs the pod's own IPC namespace`
+        : dotted.startsWith('net.')
+          ? ownNetwork || `it needs the pod's own network namespace`
+          : UTS_SYSCTLS.has(dotted)
+            ? ownNetwork || `it needs the pod's own UTS namespace`
+            : 'it is not namespaced: setting it would change the node';
+    if (namespaced !== true) throw new InvalidArgumentError(field, `cannot be set for a pod: ${namespaced}`);
   }
   return sysctls;
 }

@@ -3,16 +3,19 @@ import {
   AlreadyExistsError,
   BerthError,
   DeadlineExceededError,
+  ExecError,
   FailedPreconditionError,
   InvalidArgumentError,
   NotFoundError,
   StepError,
   UnimplementedError,
 } from '../errors.js';
-import { RegistryAuthError } from '../registry/errors.js';
+import { RegistryAuthError, RegistryConnectError, RegistryUnavailableError } from '../registry/errors.js';
 
 /** The one place where domain errors become gRPC status codes. */
 export function grpcCode(err: unknown): status {
+  // A full disk is the same answer wherever it struck: the database, a layer, runc, a plugin.
+  if (outOfSpace(err)) return status.RESOURCE_EXHAUSTED;
   if (err instanceof StepError) return err.cause instanceof BerthError ? stepCode(err.cause) : status.UNKNOWN;
   if (err instanceof InvalidArgumentError) return status.INVALID_ARGUMENT;
   if (err instanceof RegistryAuthError) {
@@ -23,9 +26,28 @@ export function grpcCode(err: unknown): status {
   if (err instanceof FailedPreconditionError) return status.FAILED_PRECONDITION;
   if (err instanceof UnimplementedError) return status.UNIMPLEMENTED;
   if (err instanceof DeadlineExceededError) return status.DEADLINE_EXCEEDED;
+  // A host program (a CNI plugin, runc) that ran out of its time.
+  if (err instanceof ExecError && err.timedOut) return status.DEADLINE_EXCEEDED;
+  // No registry endpoint answered at all (refused, unreachable, 5xx): worth retrying later.
+  if (err instanceof RegistryUnavailableError || err instanceof RegistryConnectError)
+    return status.UNAVAILABLE;
   // Host programs (runc, CNI plugins) failing: the runtime could not do it, for reasons it reports.
   if (err instanceof BerthError) return status.UNKNOWN;
   return status.INTERNAL;
+}
+
+const OUT_OF_SPACE_CODES = new Set(['ENOSPC', 'EDQUOT', 'SQLITE_FULL']);
+/** How host programs and SQLite word it when the error itself carries no code. */
+const OUT_OF_SPACE_TEXT = /no space left on device|database or disk is full|disk quota exceeded/i;
+
+function outOfSpace(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && OUT_OF_SPACE_CODES.has(code)) return true;
+    if (OUT_OF_SPACE_TEXT.test(e.message)) return true;
+    e = e.cause;
+  }
+  return false;
 }
 
 /** A step that failed on a precondition keeps that code; anything else inside a step is UNKNOWN. */

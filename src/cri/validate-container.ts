@@ -59,8 +59,21 @@ export function absolutePath(field: string, value: string, allowDotDot: boolean)
 }
 
 /** A log path is joined to the sandbox's log directory, so it must not leave it. */
+/** Linux's PATH_MAX and NAME_MAX: a longer path could never be opened (and E2BIG'd conmon's argv). */
+const PATH_MAX = 4096;
+const NAME_MAX = 255;
+
 export function relativeLogPath(field: string, value: string): string {
   if (!value) return '';
+  if (
+    Buffer.byteLength(value) >= PATH_MAX ||
+    value.split('/').some((part) => Buffer.byteLength(part) > NAME_MAX)
+  ) {
+    throw new InvalidArgumentError(
+      field,
+      `is longer than a path may be (${PATH_MAX} bytes, ${NAME_MAX} per name)`,
+    );
+  }
   if (value.startsWith('/') || value.split('/').includes('..') || hasControlChar(value)) {
     throw new InvalidArgumentError(
       field,

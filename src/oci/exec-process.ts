@@ -100,6 +100,30 @@ export function execCommand(
   ]);
 }
 
+/** A command runc could not start: the exit code a shell gives it, and runc's reason. */
+export interface NotRunnable {
+  exitCode: 126 | 127;
+  message: string;
+}
+
+/**
+ * A missing command (127) or one that may not be executed (126), told by runc's log. Exec answers
+ * these as a shell does, an exit code with the reason on stderr, rather than as a runtime failure:
+ * kubectl then prints the reason and "command terminated with exit code 127", and an exec probe
+ * fails with the reason as its output. Other runc failures stay errors.
+ */
+export async function notRunnable(logFile: string): Promise<NotRunnable | null> {
+  const reasons = await readLoggedErrors(logFile);
+  const message = reasons.join('; ');
+  if (
+    /exec: "[^"]*": (?:stat [^:]*: )?(?:no such file or directory|executable file not found)/.test(message)
+  ) {
+    return { exitCode: 127, message };
+  }
+  if (/exec: "[^"]*": (?:stat [^:]*: )?permission denied/.test(message)) return { exitCode: 126, message };
+  return null;
+}
+
 /**
  * runc's own failures are told apart from a command that exits 255 by its log: the command's exit
  * status never produces an error entry there. Returns the error to throw, or null.

@@ -22,6 +22,7 @@ import {
   execFailure,
   killExecProcess,
   killGroup,
+  notRunnable,
   signalExitCode,
   withExecFiles,
 } from './exec-process.js';
@@ -60,6 +61,13 @@ export function execStream(
     const cmd = execCommand(runc, id, files, io.tty);
     const result = io.tty ? await runWithPty(cmd, files.pid, io) : await runWithPipes(cmd, files.pid, io);
     const command = [cmd.file, ...cmd.args].join(' ');
+    const missing = await notRunnable(files.log);
+    if (missing) {
+      // runc with a terminal already printed the reason there; without one it went to its log only.
+      const out = io.tty ? null : (io.stderr ?? io.stdout);
+      if (out && !out.destroyed) out.write(`${missing.message}\n`);
+      return missing.exitCode;
+    }
     const failure = await execFailure(runc, id, command, files.log, result.exitCode);
     if (failure) throw failure;
     if (result.exitCode === null) {

@@ -27,6 +27,7 @@ import {
   execFailure,
   killExecProcess,
   killGroup,
+  notRunnable,
   signalExitCode,
   withExecFiles,
 } from './exec-process.js';
@@ -58,7 +59,8 @@ export interface ExecSyncOptions {
  * timedOut set after killing it on timeout; then exitCode is what runc reported for the killed
  * process, typically 137, or 128+n for the signal that killed runc. Throws
  * FailedPreconditionError when the container is not running, ExecError when runc could not
- * start the process (e.g. the executable does not exist), with runc's reason.
+ * start the process, with runc's reason; a command that does not exist or may not be executed is
+ * a result instead: exit code 127 or 126 with the reason on stderr, as a shell reports it.
  */
 export async function execSync(
   runc: Runc,
@@ -84,6 +86,15 @@ export async function execSync(
     if (outcome.timedOut) {
       const exitCode = outcome.exitCode ?? (outcome.signal ? signalExitCode(outcome.signal) : -1);
       return { stdout: outcome.stdout, stderr: outcome.stderr, exitCode, timedOut: true };
+    }
+    const missing = await notRunnable(files.log);
+    if (missing) {
+      return {
+        stdout: Buffer.alloc(0),
+        stderr: Buffer.from(`${missing.message}\n`),
+        exitCode: missing.exitCode,
+        timedOut: false,
+      };
     }
     const failure = await execFailure(runc, id, command, files.log, outcome.exitCode);
     if (failure) throw failure;

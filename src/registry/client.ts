@@ -22,6 +22,7 @@ import {
   RegistryAuthError,
   RegistryError,
   RegistryNotFoundError,
+  RegistryConnectError,
   RegistryUnavailableError,
   type EndpointFailure,
 } from './errors.js';
@@ -219,7 +220,7 @@ export class RegistryClient {
         const error =
           err instanceof BerthError
             ? err
-            : new RegistryError(`${what}: ${endpoint.url}: ${errorMessage(err)}`, endpoint.url);
+            : new RegistryConnectError(`${what}: ${endpoint.url}: ${errorMessage(err)}`, endpoint.url);
         failures.push({ endpoint: endpoint.url, error });
         this.logger?.warn(
           { endpoint: endpoint.url, role: endpoint.role, err: error.message },

@@ -57,6 +57,14 @@ export class RegistryNotFoundError extends NotFoundError {
   }
 }
 
+/**
+ * An endpoint could not be reached at all: refused, unreachable, reset, a TLS handshake failure.
+ * CRI: UNAVAILABLE, worth trying again later.
+ */
+export class RegistryConnectError extends RegistryError {
+  override name = 'RegistryConnectError';
+}
+
 /** One failed try of one endpoint, as reported by RegistryUnavailableError. */
 export interface EndpointFailure {
   endpoint: string;

@@ -180,12 +180,13 @@ describe('execSync', { skip: isRoot ? false : 'needs root' }, () => {
     assert.equal(r.exitCode, 0);
   });
 
-  test('a command runc cannot start is an ExecError with its reason', async () => {
-    await assert.rejects(execSync(runc, id, proc(['/nope']), opts()), (err: Error) => {
-      assert.equal(err.name, 'ExecError');
-      assert.match(err.message, /\/nope.*no such file or directory/);
-      return true;
-    });
+  test('a command that does not exist exits 127, one that may not run 126, with the reason on stderr', async () => {
+    const missing = await execSync(runc, id, proc(['/nope']), opts());
+    assert.equal(missing.exitCode, 127);
+    assert.match(missing.stderr.toString(), /\/nope.*no such file or directory/);
+    const denied = await execSync(runc, id, proc(['/tmp']), opts());
+    assert.equal(denied.exitCode, 126);
+    assert.match(denied.stderr.toString(), /permission denied/);
   });
 
   test('a stopped or unknown container is FailedPrecondition', async () => {

@@ -245,4 +245,49 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
       await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: fresh.pod_sandbox_id });
     });
   });
+
+  describe('typed answers where a code fits', () => {
+    it('a pull from a registry that refuses connections is UNAVAILABLE', async () => {
+      await rejectsWith(
+        daemon.cri.callImage('PullImage', { image: { image: '127.0.0.1:1/berth/none:1' } }),
+        status.UNAVAILABLE,
+      );
+    });
+
+    it('UpdateContainerResources: memory 1 and, on cgroup v1, unified are INVALID_ARGUMENT', async () => {
+      const { id, config } = await runPod('typed');
+      const cid = await createIn(id, config, 'c');
+      await daemon.cri.call('StartContainer', { container_id: cid });
+      const linux = (over: Record<string, unknown>): Record<string, unknown> => ({
+        container_id: cid,
+        linux: { ...over },
+      });
+      await rejectsWith(
+        daemon.cri.call('UpdateContainerResources', linux({ memory_limit_in_bytes: '1' })),
+        status.INVALID_ARGUMENT,
+        'memory_limit_in_bytes',
+      );
+      const v2 = await readFile('/sys/fs/cgroup/cgroup.controllers', 'utf8').then(
+        () => true,
+        () => false,
+      );
+      if (!v2) {
+        await rejectsWith(
+          daemon.cri.call('UpdateContainerResources', linux({ unified: { 'memory.high': '100000000' } })),
+          status.INVALID_ARGUMENT,
+          'unified',
+        );
+      }
+      await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: id });
+    });
+
+    it('a sysctl that is not namespaced is INVALID_ARGUMENT naming it', async () => {
+      const config = { ...pod('sysrq'), linux: { sysctls: { 'kernel.sysrq': '1' } } };
+      await rejectsWith(
+        daemon.cri.call('RunPodSandbox', { config }),
+        status.INVALID_ARGUMENT,
+        'kernel.sysrq',
+      );
+    });
+  });
 });

@@ -348,11 +348,12 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
       }
     });
 
-    it('a missing executable is an error on the error stream naming it', async () => {
+    it('a missing executable exits 127 with the reason on stderr, as in a shell', async () => {
       const res = await spdyRemoteCommand(await execUrl(sleeper, ['/no/such/binary']), { stderr: true });
-      const st = JSON.parse(res.errorText) as { status: string; message: string };
-      assert.equal(st.status, 'Failure');
-      assert.match(st.message, /no\/such\/binary/);
+      const st = JSON.parse(res.errorText) as { reason: string; details: { causes: { message: string }[] } };
+      assert.equal(st.reason, 'NonZeroExitCode');
+      assert.equal(st.details.causes[0]?.message, '127');
+      assert.match(res.stderr.toString(), /no\/such\/binary/);
     });
 
     it('a slow client slows the command: berthd does not buffer the output', async () => {

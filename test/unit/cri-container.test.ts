@@ -350,6 +350,26 @@ test('environment, labels and annotations are bounded, and refused naming the fi
   rejects(() => toContainerSpec(request(wireConfig({ labels: { '': 'v' } }))), 'config.labels');
 });
 
+test('a memory limit below 6 MiB and a log path no file could have are refused, naming the field', () => {
+  rejects(
+    () => toContainerSpec(withResources({ memory_limit_in_bytes: '1' })),
+    'config.linux.resources.memory_limit_in_bytes',
+  );
+  assert.equal(
+    toContainerSpec(withResources({ memory_limit_in_bytes: String(6 * 1024 * 1024) })).resources
+      .memoryLimitBytes,
+    6 * 1024 * 1024,
+  );
+  rejects(
+    () => toContainerSpec(request(wireConfig({ log_path: `c/${'x'.repeat(1024 * 1024)}` }))),
+    'config.log_path',
+  );
+  rejects(
+    () => toContainerSpec(request(wireConfig({ log_path: `${'x'.repeat(256)}/0.log` }))),
+    'config.log_path',
+  );
+});
+
 test('run_as_group is accepted with run_as_username, and rejected alone', () => {
   const ok = toContainerSpec(withSecurity({ run_as_user: null, run_as_username: 'nobody' }));
   assert.equal(ok.security.runAsUsername, 'nobody');

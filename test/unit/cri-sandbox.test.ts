@@ -93,3 +93,40 @@ describe('RunPodSandbox labels and annotations', () => {
     refuses(request({ labels: { 'bad\nkey': 'v' } }), 'config.labels');
   });
 });
+
+describe('RunPodSandbox sysctls', () => {
+  const withSysctls = (sysctls: Record<string, string>, network = 'POD', ipc = 'POD'): RunPodSandboxRequest =>
+    request({
+      linux: {
+        cgroup_parent: '',
+        sysctls,
+        security_context: {
+          namespace_options: { network, pid: 'CONTAINER', ipc, target_id: '' },
+          run_as_user: null,
+          run_as_group: null,
+          readonly_rootfs: false,
+          supplemental_groups: [],
+          privileged: false,
+        },
+      },
+    });
+
+  it('takes the namespaced ones a pod has of its own', () => {
+    const ok = {
+      'net.ipv4.ip_local_port_range': '1024 65000',
+      'kernel.shm_rmid_forced': '1',
+      'fs.mqueue.msg_max': '20',
+    };
+    assert.deepEqual(toSandboxSpec(withSysctls(ok)).sysctls, ok);
+  });
+
+  it("refuses one that is not namespaced, or whose namespace is the node's", () => {
+    refuses(withSysctls({ 'kernel.sysrq': '1' }), 'config.linux.sysctls["kernel.sysrq"]');
+    refuses(withSysctls({ 'vm.overcommit_memory': '1' }), 'config.linux.sysctls["vm.overcommit_memory"]');
+    refuses(
+      withSysctls({ 'net.ipv4.ip_forward': '1' }, 'NODE'),
+      'config.linux.sysctls["net.ipv4.ip_forward"]',
+    );
+    refuses(withSysctls({ 'kernel.shmmax': '1' }, 'POD', 'NODE'), 'config.linux.sysctls["kernel.shmmax"]');
+  });
+});
