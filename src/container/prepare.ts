@@ -33,6 +33,8 @@ export interface PrepareInput {
   rootfsPath: string;
   cgroupsPath: string;
   targetPid: number | null;
+  /** berth's own places, which a container's hostPath mounts must keep out of. */
+  guard: { noCreateUnder: string[]; forbiddenSources: string[] };
 }
 
 export interface PreparedSpec {
@@ -54,7 +56,7 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
   }
   const [user, mounts, devices, hosts] = await Promise.all([
     resolveUser(input.rootfsPath, spec.security, input.image.config.User),
-    resolveMounts(spec.mounts),
+    resolveMounts(spec.mounts, input.guard),
     resolveDevices(spec),
     ensureHostsFile(sandbox, sandboxSpec),
   ]);

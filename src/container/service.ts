@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { BerthConfig } from '../config/types.js';
 import {
@@ -34,7 +34,7 @@ import type { Store } from '../store/index.js';
 import type { ContainerRow, SandboxRow } from '../store/types.js';
 import { nowNanos } from '../time.js';
 import { exitReason, recordExit, settleUnmonitored } from './settle.js';
-import { prepareSpec, supportedResources } from './prepare.js';
+import { prepareSpec, supportedResources, type PrepareInput } from './prepare.js';
 import type {
   ContainerFilter,
   ContainerResources,
@@ -73,6 +73,7 @@ export class ContainerService {
   private readonly lock = new KeyedLock();
   /** Parsed specs by id, reused while the stored JSON is unchanged: ListContainers parses none. */
   private readonly specCache = new Map<string, { json: string; spec: ContainerSpec }>();
+  private guard: Promise<PrepareInput['guard']> | null = null;
 
   constructor(private readonly deps: ContainerServiceDeps) {}
 
@@ -172,6 +173,7 @@ export class ContainerService {
           rootfsPath: rootfs,
           cgroupsPath: cgroups,
           targetPid: this.targetPid(spec, sandbox),
+          guard: await this.mountGuard(),
         });
         await mkdir(bundleDir, { recursive: true, mode: 0o700 });
         await writeFile(join(bundleDir, 'config.json'), JSON.stringify(prepared.spec));
@@ -538,6 +540,23 @@ export class ContainerService {
     const row = this.deps.store.containers.get(id);
     await this.deps.conmon.release(id, row?.monitorPid ?? 0);
     await this.deps.exits.forget(id);
+  }
+
+  /**
+   * berth's own dirs and files, as real paths: no hostPath source is created in them, and its
+   * database and socket are never mounted. Worked out once; the paths do not move while berthd runs.
+   */
+  private mountGuard(): Promise<PrepareInput['guard']> {
+    const { config } = this.deps;
+    const real = (p: string): Promise<string> => realpath(p).catch(() => p);
+    this.guard ??= (async () => {
+      const db = join(config.rootDir, 'berth.db');
+      return {
+        noCreateUnder: await Promise.all([config.rootDir, config.stateDir].map(real)),
+        forbiddenSources: await Promise.all([db, `${db}-wal`, `${db}-shm`, config.socket].map(real)),
+      };
+    })();
+    return this.guard;
   }
 
   /** The container's own process (user, env, cwd, capabilities…) running `cmd` instead. */

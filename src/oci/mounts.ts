@@ -5,7 +5,8 @@
  * is made has a peer in the container to receive (or send) mounts.
  */
 import { mkdir, readFile, realpath } from 'node:fs/promises';
-import { InvalidArgumentError } from '../errors.js';
+import { basename, dirname, join } from 'node:path';
+import { FailedPreconditionError, InvalidArgumentError } from '../errors.js';
 import { run } from '../exec.js';
 import { parseMountInfo, type MountInfoEntry } from '../netns/mountinfo.js';
 import type { ContainerMount } from '../container/types.js';
@@ -28,6 +29,10 @@ export interface ResolvedMounts {
 export interface ResolveMountsOptions {
   timeoutMs?: number;
   mountInfoPath?: string;
+  /** Directories (real paths) in which a missing source is never created: berth's own. */
+  noCreateUnder?: readonly string[];
+  /** Files (real paths) no container may mount: berth's database and socket. */
+  forbiddenSources?: readonly string[];
 }
 
 const DEFAULT_TIMEOUT_MS = 10_000;
@@ -38,7 +43,13 @@ export async function resolveMounts(
 ): Promise<ResolvedMounts> {
   const resolved: ResolvedMount[] = [];
   for (const [i, m] of mounts.entries()) {
-    resolved.push({ ...m, hostPath: await realHostPath(m.hostPath, i), requestedHostPath: m.hostPath });
+    const hostPath = await realHostPath(m.hostPath, i, opts.noCreateUnder ?? []);
+    if (opts.forbiddenSources?.includes(hostPath)) {
+      throw new FailedPreconditionError(
+        `config.mounts[${i}].host_path: ${m.hostPath} is the container runtime's own ${hostPath}; it is never mounted into a container`,
+      );
+    }
+    resolved.push({ ...m, hostPath, requestedHostPath: m.hostPath });
   }
   const madeShared: string[] = [];
   const propagating = resolved.filter((m) => m.propagation !== 'PRIVATE');
@@ -65,12 +76,20 @@ export async function resolveMounts(
  * The source as a real path. A missing one is created as a directory, as containerd and kubelet's
  * hostPath DirectoryOrCreate expect of the runtime.
  */
-async function realHostPath(hostPath: string, i: number): Promise<string> {
+async function realHostPath(hostPath: string, i: number, noCreateUnder: readonly string[]): Promise<string> {
   const field = `config.mounts[${i}].host_path`;
   try {
     return await realpath(hostPath);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw pathError(field, hostPath, err);
+  }
+  // Where the nearest existing ancestor really is decides, so a symlink cannot smuggle it in.
+  const real = await realAncestor(hostPath);
+  const owner = noCreateUnder.find((dir) => real === dir || real.startsWith(`${dir}/`));
+  if (owner !== undefined) {
+    throw new FailedPreconditionError(
+      `${field}: ${hostPath} does not exist and would be created inside the container runtime's own ${owner}`,
+    );
   }
   try {
     await mkdir(hostPath, { recursive: true, mode: 0o755 });
@@ -78,6 +97,17 @@ async function realHostPath(hostPath: string, i: number): Promise<string> {
   } catch (err) {
     // A dangling symlink lands here (mkdir finds the link): its target is not ours to invent.
     throw pathError(field, hostPath, err);
+  }
+}
+
+/** The real path `path` would have: its nearest existing ancestor resolved, the rest appended. */
+async function realAncestor(path: string): Promise<string> {
+  const rest: string[] = [];
+  for (let dir = path; ; dir = dirname(dir)) {
+    const real = await realpath(dir).catch(() => null);
+    if (real !== null) return join(real, ...rest.reverse());
+    if (dir === dirname(dir)) return path;
+    rest.push(basename(dir));
   }
 }
 

@@ -290,4 +290,30 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
       );
     });
   });
+
+  describe("hostPath mounts and berth's own files", () => {
+    it('its database and socket are never mounted; no source is created in its dirs', async () => {
+      const { id, config } = await runPod('hostpath');
+      const withMount = (hostPath: string): Promise<unknown> =>
+        daemon.cri.call('CreateContainer', {
+          pod_sandbox_id: id,
+          config: {
+            metadata: { name: `m-${hostPath.length}` },
+            image: { image: image.reference },
+            mounts: [{ container_path: '/x', host_path: hostPath }],
+          },
+          sandbox_config: config,
+        });
+      await rejectsWith(withMount(join(daemon.rootDir, 'berth.db')), status.FAILED_PRECONDITION, 'berth.db');
+      await rejectsWith(withMount(daemon.socket), status.FAILED_PRECONDITION, 'berth.sock');
+      const inside = join(daemon.stateDir, 'made-by-a-pod');
+      await rejectsWith(withMount(inside), status.FAILED_PRECONDITION, 'would be created');
+      await assert.rejects(readdir(inside), { code: 'ENOENT' });
+      assert.deepEqual(
+        (await daemon.cri.call<{ containers: unknown[] }>('ListContainers', {})).containers,
+        [],
+      );
+      await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: id });
+    });
+  });
 });

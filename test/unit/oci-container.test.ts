@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ContainerMount, ContainerSpec } from '../../src/container/types.js';
@@ -648,6 +648,36 @@ test('resolveMounts: symlinks resolved, missing sources created, private mounts 
         name: 'InvalidArgumentError',
       },
     );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("resolveMounts: never creates a source in berth's own dirs, never mounts its database or socket", async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'berth-mounts-'));
+  try {
+    const root = join(dir, 'lib-berth');
+    await mkdir(root);
+    await writeFile(join(root, 'berth.db'), '');
+    await symlink(root, join(dir, 'sneaky'));
+    const guard = { noCreateUnder: [root], forbiddenSources: [join(root, 'berth.db')] };
+    for (const hostPath of [join(root, 'new'), join(dir, 'sneaky', 'new', 'deeper')]) {
+      await assert.rejects(resolveMounts([mount('/x', { hostPath })], guard), (err: Error) => {
+        assert.equal(err.name, 'FailedPreconditionError');
+        assert.match(err.message, /container runtime's own/);
+        return true;
+      });
+    }
+    assert.deepEqual(await readdir(root), ['berth.db'], 'nothing was created');
+    await assert.rejects(
+      resolveMounts([mount('/db', { hostPath: join(dir, 'sneaky', 'berth.db') })], guard),
+      {
+        name: 'FailedPreconditionError',
+      },
+    );
+    // An existing dir of berth's own may still be mounted (a node agent mounting / sees it anyway).
+    const got = await resolveMounts([mount('/lib', { hostPath: root })], guard);
+    assert.equal(got.mounts[0]?.hostPath, root);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
