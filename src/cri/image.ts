@@ -31,8 +31,12 @@ interface ListImagesRequest {
 }
 
 export function imageHandlers(images: ImageService): UnaryTable {
-  const pull: UnaryHandler<PullImageRequest, unknown> = async (req) => ({
-    image_ref: await images.pull(requireString('image.image', req.image?.image), toCredentials(req.auth)),
+  const pull: UnaryHandler<PullImageRequest, unknown> = async (req, { signal }) => ({
+    image_ref: await images.pull(
+      requireString('image.image', req.image?.image),
+      toCredentials(req.auth),
+      signal,
+    ),
   });
   return {
     PullImage: pull,

@@ -57,9 +57,14 @@ export class Puller {
 
   constructor(private readonly deps: PullerDeps) {}
 
-  async pull(ref: ImageReference, auth: RegistryCredentials | undefined): Promise<PulledImage> {
+  /** `signal` aborts the downloads: every caller waiting for this pull went away. */
+  async pull(
+    ref: ImageReference,
+    auth: RegistryCredentials | undefined,
+    signal?: AbortSignal,
+  ): Promise<PulledImage> {
     const { registry, content } = this.deps;
-    const top = await registry.fetchManifest(ref, auth);
+    const top = await registry.fetchManifest(ref, auth, { ...(signal ? { signal } : {}) });
     await content.writeBuffer(top.digest, top.bytes);
 
     let manifestBytes = top.bytes;
@@ -68,6 +73,7 @@ export class Puller {
       const chosen = selectPlatform(parseJson<ImageIndex>(top.bytes, 'image index'));
       const child = await registry.fetchManifestByDigest(ref, chosen.digest, auth, {
         preferEndpoint: top.endpoint,
+        ...(signal ? { signal } : {}),
       });
       // Not stored: only the index is recorded (its digest is what kubelet pulls by), and a blob no
       // row refers to would be swept as garbage at the next start.
@@ -84,7 +90,7 @@ export class Puller {
 
     // Everything else comes from the endpoint that answered, so a mirror serves a whole image.
     const via = top.endpoint;
-    const configBytes = await this.fetchSmallBlob(ref, manifest.config, via, auth);
+    const configBytes = await this.fetchSmallBlob(ref, manifest.config, via, auth, signal);
     const config = parseJson<ImageConfig>(configBytes, 'image config');
     const diffIds = config.rootfs?.diff_ids ?? [];
     if (diffIds.length !== manifest.layers.length) {
@@ -99,7 +105,7 @@ export class Puller {
       size: layer.size,
       mediaType: layer.mediaType,
     }));
-    await this.forEachLimited(layers, (layer) => this.ensureLayer(ref, layer, via, auth));
+    await this.forEachLimited(layers, (layer) => this.ensureLayer(ref, layer, via, auth, signal));
 
     const size = manifest.config.size + manifest.layers.reduce((sum, l) => sum + l.size, 0);
     return {
@@ -119,10 +125,14 @@ export class Puller {
     desc: Descriptor,
     via: string,
     auth?: RegistryCredentials,
+    signal?: AbortSignal,
   ): Promise<Buffer> {
     const { registry, content } = this.deps;
     if (!(await content.has(desc.digest))) {
-      const blob = await registry.fetchBlob(ref, desc, auth, { preferEndpoint: via });
+      const blob = await registry.fetchBlob(ref, desc, auth, {
+        preferEndpoint: via,
+        ...(signal ? { signal } : {}),
+      });
       await content.ingest({ digest: desc.digest, size: desc.size }, blob.stream);
     }
     return content.readBuffer(desc.digest);
@@ -134,29 +144,35 @@ export class Puller {
     layer: ImageLayerRef,
     via: string,
     auth?: RegistryCredentials,
+    signal?: AbortSignal,
   ): Promise<void> {
-    return this.layerFlights.run(layer.diffId, async () => {
-      const { registry, content, layers, repo, logger } = this.deps;
-      if (repo.getLayer(layer.diffId)?.unpacked && (await layers.has(layer.diffId))) return;
-      if (!(await content.has(layer.digest))) {
-        const started = Date.now();
-        const blob = await registry.fetchBlob(ref, layer, auth, { preferEndpoint: via });
-        await content.ingest({ digest: layer.digest, size: layer.size }, blob.stream);
-        const level = layer.size > 50 * 1024 * 1024 ? 'info' : 'debug';
-        logger[level](
-          { layer: layer.digest, bytes: layer.size, ms: Date.now() - started },
-          'layer downloaded',
-        );
-      }
-      repo.putLayer({
-        diffId: layer.diffId,
-        blobDigest: layer.digest,
-        size: layer.size,
-        createdAt: nowNanos(),
-      });
-      await this.unpack(layer);
-      repo.markLayerUnpacked(layer.diffId);
-    });
+    return this.layerFlights.run(
+      layer.diffId,
+      async (shared) => {
+        const { registry, content, layers, repo, logger } = this.deps;
+        if (repo.getLayer(layer.diffId)?.unpacked && (await layers.has(layer.diffId))) return;
+        if (!(await content.has(layer.digest))) {
+          const started = Date.now();
+          const blob = await registry.fetchBlob(ref, layer, auth, { preferEndpoint: via, signal: shared });
+          await content.ingest({ digest: layer.digest, size: layer.size }, blob.stream);
+          const level = layer.size > 50 * 1024 * 1024 ? 'info' : 'debug';
+          logger[level](
+            { layer: layer.digest, bytes: layer.size, ms: Date.now() - started },
+            'layer downloaded',
+          );
+        }
+        repo.putLayer({
+          diffId: layer.diffId,
+          blobDigest: layer.digest,
+          size: layer.size,
+          createdAt: nowNanos(),
+        });
+        shared.throwIfAborted();
+        await this.unpack(layer);
+        repo.markLayerUnpacked(layer.diffId);
+      },
+      signal,
+    );
   }
 
   private async unpack(layer: ImageLayerRef): Promise<void> {

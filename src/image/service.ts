@@ -46,33 +46,37 @@ export class ImageService {
   constructor(private readonly deps: ImageServiceDeps) {}
 
   /** Returns the image id (config digest). Concurrent pulls of one reference share the work. */
-  async pull(image: string, auth?: RegistryCredentials): Promise<string> {
+  async pull(image: string, auth?: RegistryCredentials, signal?: AbortSignal): Promise<string> {
     const ref = parseReference(image, 'image.image');
-    return this.pulls.run(formatReference(ref), async () => {
-      const started = Date.now();
-      const pulled = await this.deps.puller.pull(ref, auth);
-      const now = nowNanos();
-      const record: ImageRecord = {
-        id: pulled.id,
-        manifestDigest: pulled.manifestDigest,
-        manifestMediaType: pulled.manifestMediaType,
-        configJson: pulled.configBytes.toString('utf8'),
-        size: pulled.size,
-        layers: pulled.layers,
-        createdAt: now,
-        lastUsedAt: now,
-        pinned: false,
-      };
-      const tag = repoTag(ref);
-      const names = [...(tag ? [tag] : []), repoDigest(ref, pulled.manifestDigest)];
-      const orphaned = this.deps.repo.putImage(record, names);
-      for (const id of orphaned) await this.deleteImage(id);
-      this.deps.logger.info(
-        { image: formatReference(ref), id: pulled.id, ms: Date.now() - started },
-        'image pulled',
-      );
-      return pulled.id;
-    });
+    return this.pulls.run(
+      formatReference(ref),
+      async (shared) => {
+        const started = Date.now();
+        const pulled = await this.deps.puller.pull(ref, auth, shared);
+        const now = nowNanos();
+        const record: ImageRecord = {
+          id: pulled.id,
+          manifestDigest: pulled.manifestDigest,
+          manifestMediaType: pulled.manifestMediaType,
+          configJson: pulled.configBytes.toString('utf8'),
+          size: pulled.size,
+          layers: pulled.layers,
+          createdAt: now,
+          lastUsedAt: now,
+          pinned: false,
+        };
+        const tag = repoTag(ref);
+        const names = [...(tag ? [tag] : []), repoDigest(ref, pulled.manifestDigest)];
+        const orphaned = this.deps.repo.putImage(record, names);
+        for (const id of orphaned) await this.deleteImage(id);
+        this.deps.logger.info(
+          { image: formatReference(ref), id: pulled.id, ms: Date.now() - started },
+          'image pulled',
+        );
+        return pulled.id;
+      },
+      signal,
+    );
   }
 
   /** Null when the image is unknown: kubelet expects an empty status, not an error. */

@@ -5,6 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { readdir, readFile } from 'node:fs/promises';
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status, type ServiceError } from '@grpc/grpc-js';
@@ -314,6 +316,72 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
         [],
       );
       await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: id });
+    });
+  });
+
+  describe('PullImage whose callers go away', () => {
+    /** A registry on loopback that answers /v2/ and then never answers a manifest request. */
+    async function stalledRegistry(): Promise<{
+      port: number;
+      open: Set<IncomingMessage>;
+      close: () => void;
+      answerAll404: () => void;
+    }> {
+      const open = new Set<IncomingMessage>();
+      const waiting: ServerResponse[] = [];
+      const server = createHttpServer((req, res) => {
+        if (req.url === '/v2/' || req.url === '/v2') {
+          res.writeHead(200).end('{}');
+          return;
+        }
+        open.add(req);
+        req.socket.once('close', () => open.delete(req));
+        waiting.push(res);
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+      return {
+        port: (server.address() as AddressInfo).port,
+        open,
+        close: () => {
+          server.closeAllConnections();
+          server.close();
+        },
+        answerAll404: () => {
+          for (const res of waiting.splice(0))
+            res
+              .writeHead(404, { 'Content-Type': 'application/json' })
+              .end('{"errors":[{"code":"MANIFEST_UNKNOWN"}]}');
+        },
+      };
+    }
+
+    it('the download stops when its only caller cancels; it goes on while another still waits', async () => {
+      const registry = await stalledRegistry();
+      try {
+        const reference = `127.0.0.1:${registry.port}/berth/stalled:1`;
+        await rejectsWith(
+          daemon.cri.callImage('PullImage', { image: { image: reference } }, { deadlineMs: 500 }),
+          status.DEADLINE_EXCEEDED,
+        );
+        await waitFor(async () => registry.open.size === 0, 5_000);
+
+        const patient = daemon.cri.callImage('PullImage', { image: { image: reference } }).then(
+          () => null,
+          (e: ServiceError) => e,
+        );
+        await waitFor(async () => registry.open.size === 1, 5_000);
+        await rejectsWith(
+          daemon.cri.callImage('PullImage', { image: { image: reference } }, { deadlineMs: 500 }),
+          status.DEADLINE_EXCEEDED,
+        );
+        await new Promise((r) => setTimeout(r, 500));
+        assert.equal(registry.open.size, 1, 'the shared download was stopped for the caller still waiting');
+        registry.answerAll404();
+        const err = await patient;
+        assert.equal(err?.code, status.NOT_FOUND, String(err));
+      } finally {
+        registry.close();
+      }
     });
   });
 });

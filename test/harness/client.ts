@@ -41,8 +41,12 @@ export class CriClient {
     return invoke<T>(this.runtime, rpc, req, opts.deadlineMs);
   }
 
-  callImage<T = Record<string, unknown>>(rpc: string, req: object = {}): Promise<T> {
-    return invoke<T>(this.image, rpc, req);
+  callImage<T = Record<string, unknown>>(
+    rpc: string,
+    req: object = {},
+    opts: { deadlineMs?: number } = {},
+  ): Promise<T> {
+    return invoke<T>(this.image, rpc, req, opts.deadlineMs);
   }
 
   close(): void {
