@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { FailedPreconditionError } from '../errors.js';
 import { hasInterpreter } from './elf.js';
+import { defaultSeccompProfile } from './seccomp.js';
 import { OCI_VERSION, type LinuxCapabilities, type LinuxNamespace, type Mount, type Spec } from './spec.js';
 
 /** Where distributions install catatonit, in order of preference. */
@@ -179,7 +180,13 @@ export function buildInfraSpec(o: InfraSpecOptions): Spec {
       resources: { devices: [{ allow: o.privileged, access: 'rwm' }] },
       ...(o.privileged
         ? {}
-        : { maskedPaths: [...DEFAULT_MASKED_PATHS], readonlyPaths: [...DEFAULT_READONLY_PATHS] }),
+        : {
+            maskedPaths: [...DEFAULT_MASKED_PATHS],
+            readonlyPaths: [...DEFAULT_READONLY_PATHS],
+            // The infra holds every namespace of the pod for its whole life: a process that could
+            // unshare, mount or ptrace from there would reach all of the pod's containers.
+            seccomp: defaultSeccompProfile(infraCapabilities(false).bounding ?? []),
+          }),
     },
     annotations: { ...o.annotations },
   };
