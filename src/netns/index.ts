@@ -7,7 +7,7 @@ import { mkdir, open, readdir, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BerthError, ExecError, InvalidArgumentError, AlreadyExistsError, errorMessage } from '../errors.js';
 import { run } from '../exec.js';
-import { canonicalPath, readMountInfo, topMount } from './mountinfo.js';
+import { canonicalPath, readMountInfo, topMount, type MountInfoEntry } from './mountinfo.js';
 
 export { parseMountInfo, unescapeMountPath } from './mountinfo.js';
 
@@ -53,14 +53,29 @@ async function doPrepareNetnsDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true, mode: 0o755 });
   const canonical = await canonicalPath(dir);
   if (canonical === null) throw new NetnsError(dir, 'resolve', new Error('path vanished'));
-  let top = topMount(await readMountInfo(), canonical);
+  let table = await readMountInfo();
+  let top = topMount(table, canonical);
   if (!top) {
     await mountCmd(dir, 'bind netns dir', ['--bind', dir, dir]);
-    top = topMount(await readMountInfo(), canonical);
+    table = await readMountInfo();
+    top = topMount(table, canonical);
   }
-  if (!top?.optionalFields.some((f) => f.startsWith('shared:'))) {
+  const group = peerGroup(top);
+  const parentGroup = peerGroup(table.find((e) => e.mountId === top?.parentId));
+  // A bind of a dir on a shared mount (/ is shared on systemd hosts) joins that mount's peer
+  // group: every pin made in the dir would then be mounted a second time on the parent, and
+  // outlive its unmount there. Leaving the group first gives the dir a peer group of its own.
+  if (group !== null && group === parentGroup) {
+    await mountCmd(dir, 'make private', ['--make-private', dir]);
+  }
+  if (group === null || group === parentGroup) {
     await mountCmd(dir, 'make shared', ['--make-shared', dir]);
   }
+}
+
+/** The `shared:N` peer group of a mount; null for a private or slave-only one. */
+function peerGroup(entry: MountInfoEntry | undefined): string | null {
+  return entry?.optionalFields.find((f) => f.startsWith('shared:')) ?? null;
 }
 
 async function mountCmd(path: string, what: string, args: string[]): Promise<void> {

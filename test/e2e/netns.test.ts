@@ -55,6 +55,25 @@ test('prepareNetnsDir makes a shared self-bind, once', async () => {
   );
 });
 
+test('under a shared parent mount (as / is on systemd hosts), each pin is mounted once', async () => {
+  const parent = join(base, 'shared-parent');
+  const sharedDir = join(parent, 'netns');
+  await mkdir(parent, { recursive: true });
+  await run('mount', ['-t', 'tmpfs', 'tmpfs', parent], { timeoutMs: T });
+  try {
+    await run('mount', ['--make-shared', parent], { timeoutMs: T });
+    await prepareNetnsDir(sharedDir);
+    const pin = await createPinnedNetns(sharedDir, 'berth-test-shared', T);
+    const mounts = parseMountInfo(await readFile('/proc/self/mountinfo', 'utf8'));
+    assert.equal(mounts.filter((m) => m.mountPoint === pin).length, 1, 'the pin propagated onto its parent');
+    await removeNetns(pin);
+    const after = parseMountInfo(await readFile('/proc/self/mountinfo', 'utf8'));
+    assert.equal(after.filter((m) => m.mountPoint === pin).length, 0);
+  } finally {
+    await run('umount', ['--recursive', '--lazy', parent], { timeoutMs: T }).catch(() => undefined);
+  }
+});
+
 test('create, inspect, unmount and remove a pinned netns', async () => {
   const path = await createPinnedNetns(dir, 'berth-test-a', T);
   assert.equal(path, join(dir, 'berth-test-a'));
