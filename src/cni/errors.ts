@@ -10,6 +10,8 @@ export interface CniErrorInfo {
   /** CNI error code from the plugin's error JSON (e.g. 7 = invalid network config), when it sent one. */
   code?: number;
   details?: string;
+  /** The plugin did not answer within its deadline. */
+  timedOut?: boolean;
 }
 
 /** A CNI plugin invocation failed. Message always names the plugin, network and what the plugin said. */
@@ -20,6 +22,7 @@ export class CniError extends BerthError {
   readonly plugin: string | undefined;
   readonly code: number | undefined;
   readonly details: string | undefined;
+  readonly timedOut: boolean;
 
   constructor(info: CniErrorInfo, problem: string) {
     const who = info.plugin === undefined ? '' : ` plugin "${info.plugin}"`;
@@ -31,6 +34,7 @@ export class CniError extends BerthError {
     this.plugin = info.plugin;
     this.code = info.code;
     this.details = info.details;
+    this.timedOut = info.timedOut ?? false;
   }
 }
 

@@ -82,7 +82,7 @@ function toCniError(
   timeoutMs: number,
 ): CniError {
   if (!(err instanceof ExecError)) return new CniError(info, errorMessage(err));
-  if (err.timedOut) return new CniError(info, `timed out after ${timeoutMs} ms`);
+  if (err.timedOut) return new CniError({ ...info, timedOut: true }, `timed out after ${timeoutMs} ms`);
   // Plugins report errors as JSON on stdout. run() hands that back in `stderr` when the plugin
   // wrote nothing to stderr; prefer a real `stdout` field should ExecError ever carry one.
   const texts = 'stdout' in err && typeof err.stdout === 'string' ? [err.stdout, err.stderr] : [err.stderr];

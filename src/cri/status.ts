@@ -3,7 +3,6 @@ import {
   AlreadyExistsError,
   BerthError,
   DeadlineExceededError,
-  ExecError,
   FailedPreconditionError,
   InvalidArgumentError,
   NotFoundError,
@@ -26,8 +25,9 @@ export function grpcCode(err: unknown): status {
   if (err instanceof FailedPreconditionError) return status.FAILED_PRECONDITION;
   if (err instanceof UnimplementedError) return status.UNIMPLEMENTED;
   if (err instanceof DeadlineExceededError) return status.DEADLINE_EXCEEDED;
-  // A host program (a CNI plugin, runc) that ran out of its time.
-  if (err instanceof ExecError && err.timedOut) return status.DEADLINE_EXCEEDED;
+  // A host program (a CNI plugin, runc, conmon) that ran out of its time: their errors say so.
+  if (err instanceof BerthError && 'timedOut' in err && err.timedOut === true)
+    return status.DEADLINE_EXCEEDED;
   // No registry endpoint answered at all (refused, unreachable, 5xx): worth retrying later.
   if (err instanceof RegistryUnavailableError || err instanceof RegistryConnectError)
     return status.UNAVAILABLE;

@@ -4,7 +4,8 @@
  * pods' own namespaces.
  */
 import assert from 'node:assert/strict';
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -383,5 +384,35 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
         registry.close();
       }
     });
+  });
+});
+
+describe('a CNI plugin that never answers', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
+  let daemon: TestDaemon;
+
+  before(async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'berth-hang-'));
+    const config = join(dir, 'berth.toml');
+    await writeFile(config, '[cni]\ntimeout = "1s"\n');
+    daemon = await TestDaemon.create({ cni: 'bridge', extraArgs: ['--config', config] });
+    const conf = {
+      cniVersion: '1.0.0',
+      name: `berth-test-hang-${daemon.tag}`,
+      plugins: [{ type: 'berth-test-hang' }],
+    };
+    await writeFile(join(daemon.cniConfDir, '10-test.conflist'), JSON.stringify(conf));
+  });
+
+  after(async () => {
+    await daemon?.destroy();
+  });
+
+  it('RunPodSandbox is DEADLINE_EXCEEDED, and the half-made pod is undone', async () => {
+    const config = podConfig('hang', { log_directory: join(daemon.base, 'logs', 'hang') });
+    await rejectsWith(daemon.cri.call('RunPodSandbox', { config }), status.DEADLINE_EXCEEDED, 'cni-add');
+    assert.deepEqual((await daemon.cri.call<{ items: unknown[] }>('ListPodSandbox', {})).items, []);
+    assert.deepEqual(await daemon.netnsFiles(), []);
+    assert.deepEqual(await daemon.runcContainers(), []);
+    assert.deepEqual(await daemon.sandboxDirs(), []);
   });
 });
