@@ -1,3 +1,4 @@
+import { InvalidArgumentError } from '../errors.js';
 import type { ImageService, ImageView } from '../image/service.js';
 import type { RegistryCredentials } from '../registry/client.js';
 import type { UnaryHandler, UnaryTable } from './handler.js';
@@ -72,8 +73,23 @@ export function imageHandlers(images: ImageService): UnaryTable {
   };
 }
 
+/** Tokens go into an Authorization header as they are: visible ASCII only. */
+const HEADER_TOKEN = /^[\x21-\x7e]*$/;
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
 function toCredentials(auth: WireAuthConfig | null): RegistryCredentials | undefined {
   if (!auth) return undefined;
+  for (const field of ['identity_token', 'registry_token'] as const) {
+    if (!HEADER_TOKEN.test(auth[field])) {
+      throw new InvalidArgumentError(`auth.${field}`, 'may only hold visible ASCII characters');
+    }
+  }
+  if (!BASE64.test(auth.auth)) throw new InvalidArgumentError('auth.auth', 'is not base64');
+  for (const field of ['username', 'password'] as const) {
+    if (/[\0\r\n]/.test(auth[field])) {
+      throw new InvalidArgumentError(`auth.${field}`, 'contains a NUL or line break');
+    }
+  }
   const creds: RegistryCredentials = {
     ...(auth.username ? { username: auth.username } : {}),
     ...(auth.password ? { password: auth.password } : {}),

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { FailedPreconditionError } from '../errors.js';
 import type { ContentStore } from '../imagestore/content.js';
 import type { LayerStore } from '../imagestore/layers.js';
@@ -48,8 +49,11 @@ export class ImageService {
   /** Returns the image id (config digest). Concurrent pulls of one reference share the work. */
   async pull(image: string, auth?: RegistryCredentials, signal?: AbortSignal): Promise<string> {
     const ref = parseReference(image, 'image.image');
+    // Callers share a pull only when they bring the same credentials: otherwise one with a wrong
+    // password would be handed the image another's right one fetched (and a bad token would fail
+    // a good pull).
     return this.pulls.run(
-      formatReference(ref),
+      `${formatReference(ref)}\0${credentialsKey(auth)}`,
       async (shared) => {
         const started = Date.now();
         const pulled = await this.deps.puller.pull(ref, auth, shared);
@@ -208,4 +212,12 @@ export class ImageService {
 function isDigestName(name: string): boolean {
   const at = name.lastIndexOf('@');
   return at >= 0 && isDigest(name.slice(at + 1));
+}
+
+function credentialsKey(auth: RegistryCredentials | undefined): string {
+  if (!auth) return '';
+  const { username, password, auth: basic, identityToken, registryToken } = auth;
+  return createHash('sha256')
+    .update(JSON.stringify([username, password, basic, identityToken, registryToken]))
+    .digest('hex');
 }
