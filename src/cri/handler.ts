@@ -6,8 +6,9 @@ import {
   type UntypedServiceImplementation,
   type sendUnaryData,
 } from '@grpc/grpc-js';
-import { UnimplementedError } from '../errors.js';
+import { InvalidArgumentError, UnimplementedError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { MalformedRequest } from './loader.js';
 import { toServiceError } from './status.js';
 
 /** What a handler knows of its call besides the request. */
@@ -38,19 +39,31 @@ export function implement(
     const handler = handlers[rpc];
     if (method.responseStream) {
       impl[rpc] = (call: ServerWritableStream<unknown, unknown>) => {
+        if (call.request instanceof MalformedRequest) {
+          call.emit('error', toServiceError(malformed(call.request)));
+          return;
+        }
         logger.debug({ rpc }, 'unimplemented streaming rpc called');
         call.emit('error', toServiceErrorUnimplemented(serviceName, rpc));
       };
     } else if (handler) {
       impl[rpc] = wrapUnary(rpc, handler, logger);
     } else {
-      impl[rpc] = (_call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
+      impl[rpc] = (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
+        if (call.request instanceof MalformedRequest) {
+          callback(toServiceError(malformed(call.request)));
+          return;
+        }
         logger.debug({ rpc }, 'unimplemented rpc called');
         callback(toServiceErrorUnimplemented(serviceName, rpc));
       };
     }
   }
   return impl;
+}
+
+function malformed(req: MalformedRequest): InvalidArgumentError {
+  return new InvalidArgumentError('request', `is not a valid ${req.message}: ${req.reason}`);
 }
 
 function toServiceErrorUnimplemented(serviceName: string, rpc: string) {
@@ -61,6 +74,11 @@ function wrapUnary(rpc: string, handler: UnaryHandler<never, unknown>, logger: L
   return (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>): void => {
     const started = process.hrtime.bigint();
     const elapsedMs = (): number => Number(process.hrtime.bigint() - started) / 1e6;
+    if (call.request instanceof MalformedRequest) {
+      logger.warn({ rpc, err: call.request.reason }, 'malformed request');
+      callback(toServiceError(malformed(call.request)));
+      return;
+    }
     const cancelled = new AbortController();
     call.once('cancelled', () => cancelled.abort(new Error('the client cancelled the call')));
     // The request type is the handler's own; grpc-js decoded it from the matching proto message.
