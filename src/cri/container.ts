@@ -150,8 +150,7 @@ export function toContainerSpec(req: CreateContainerRequest): ContainerSpec {
     metadata: { name, attempt: md.attempt },
     image,
     userSpecifiedImage: config.image?.user_specified_image ?? '',
-    command: config.command.map((s, i) => noNul(`config.command[${i}]`, s)),
-    args: config.args.map((s, i) => noNul(`config.args[${i}]`, s)),
+    ...toArgv(config.command, config.args),
     workingDir: config.working_dir ? absolutePath('config.working_dir', config.working_dir, true) : '',
     envs: toEnvs(config.envs),
     mounts: config.mounts.map((m, i) => toMount(`config.mounts[${i}]`, m)),
@@ -164,6 +163,37 @@ export function toContainerSpec(req: CreateContainerRequest): ContainerSpec {
     tty: config.tty,
     resources: toResources('config.linux.resources', config.linux?.resources ?? null),
     security: toSecurity(config.linux?.security_context ?? null),
+  };
+}
+
+/** The kernel's MAX_ARG_STRLEN: no single argument may be longer for execve. */
+const MAX_ARG_BYTES = 128 * 1024;
+/** A program is named by a path: PATH_MAX. */
+const MAX_PROGRAM_BYTES = 4095;
+/** All arguments together, well inside what execve takes with the environment. */
+const MAX_ARGV_BYTES = 1024 * 1024;
+
+function toArgv(command: string[], args: string[]): { command: string[]; args: string[] } {
+  let total = 0;
+  const check = (field: string, s: string, max: number): string => {
+    const bytes = Buffer.byteLength(s);
+    if (bytes > max) throw new InvalidArgumentError(field, `is ${bytes} bytes long; at most ${max}`);
+    total += bytes;
+    if (total > MAX_ARGV_BYTES) {
+      throw new InvalidArgumentError(
+        'config.command',
+        `command and args hold more than ${MAX_ARGV_BYTES} bytes`,
+      );
+    }
+    return noNul(field, s);
+  };
+  return {
+    command: command.map((s, i) =>
+      check(`config.command[${i}]`, s, i === 0 ? MAX_PROGRAM_BYTES : MAX_ARG_BYTES),
+    ),
+    args: args.map((s, i) =>
+      check(`config.args[${i}]`, s, i === 0 && command.length === 0 ? MAX_PROGRAM_BYTES : MAX_ARG_BYTES),
+    ),
   };
 }
 
@@ -260,15 +290,16 @@ export function toResources(field: string, r: WireLinuxContainerResources | null
   if (cpuPeriod > 0 && cpuPeriod < 1000) {
     throw new InvalidArgumentError(`${field}.cpu_period`, `${cpuPeriod} is below the minimum of 1000`);
   }
-  // -1 is "no limit", which kubelet sends when a resize removes a limit.
-  const cpuQuota = int64InRange(`${field}.cpu_quota`, r.cpu_quota, -1, MAX);
+  // -1 is "no limit", which kubelet sends when a resize removes a limit. The kernel's ceiling is
+  // 2^44-1 µs (its bandwidth fixed point).
+  const cpuQuota = int64InRange(`${field}.cpu_quota`, r.cpu_quota, -1, MAX_CPU_QUOTA);
   if (cpuQuota > 0 && cpuQuota < 1000) {
     throw new InvalidArgumentError(`${field}.cpu_quota`, `${cpuQuota} is below the minimum of 1000`);
   }
   return {
     cpuPeriod,
     cpuQuota,
-    cpuShares: int64InRange(`${field}.cpu_shares`, r.cpu_shares, 0, 262_144),
+    cpuShares: cpuShares(`${field}.cpu_shares`, r.cpu_shares),
     memoryLimitBytes: memoryLimit(`${field}.memory_limit_in_bytes`, r.memory_limit_in_bytes),
     oomScoreAdj: int64InRange(`${field}.oom_score_adj`, r.oom_score_adj, -1000, 1000),
     cpusetCpus: cpuset(`${field}.cpuset_cpus`, r.cpuset_cpus),
@@ -279,13 +310,30 @@ export function toResources(field: string, r: WireLinuxContainerResources | null
     })),
     unified: toUnified(`${field}.unified`, r.unified),
     // -1 is unlimited swap, as kubelet sends it for UnlimitedSwap on cgroup v1.
-    memorySwapLimitBytes: int64InRange(
-      `${field}.memory_swap_limit_in_bytes`,
-      r.memory_swap_limit_in_bytes,
-      -1,
-      MAX,
-    ),
+    memorySwapLimitBytes: swapLimit(field, r),
   };
+}
+
+const MAX_CPU_QUOTA = 2 ** 44 - 1;
+
+/** cgroup v1 takes 2 shares at least, which is also what kubelet sends for the smallest request. */
+function cpuShares(field: string, value: string): number {
+  const shares = int64InRange(field, value, 0, 262_144);
+  if (shares === 1) throw new InvalidArgumentError(field, '1 is below the minimum of 2; 0 means the default');
+  return shares;
+}
+
+/** The memory+swap limit includes memory: set below the memory limit, the kernel refuses it. */
+function swapLimit(field: string, r: WireLinuxContainerResources): number {
+  const swap = int64InRange(`${field}.memory_swap_limit_in_bytes`, r.memory_swap_limit_in_bytes, -1, MAX);
+  const memory = Number(r.memory_limit_in_bytes);
+  if (swap > 0 && memory > 0 && swap < memory) {
+    throw new InvalidArgumentError(
+      `${field}.memory_swap_limit_in_bytes`,
+      `${swap} is below memory_limit_in_bytes (${memory}): it is memory and swap together`,
+    );
+  }
+  return swap;
 }
 
 /**

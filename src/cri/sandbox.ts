@@ -97,7 +97,7 @@ export function toSandboxSpec(req: RunPodSandboxRequest): SandboxSpec {
     hostname: optionalHostname('config.hostname', config.hostname),
     logDirectory: optionalAbsolutePath('config.log_directory', config.log_directory),
     dnsConfig: toDns(config),
-    portMappings: config.port_mappings.map((p, i) => toPortMapping(`config.port_mappings[${i}]`, p)),
+    portMappings: toPortMappings(config.port_mappings),
     labels: boundedMap('config.labels', config.labels),
     annotations: boundedMap('config.annotations', config.annotations),
     runtimeHandler: req.runtime_handler,
@@ -139,6 +139,20 @@ function toNamespaces(options: WireNamespaceOption | null): SandboxSpec['namespa
 function toDns(config: WirePodSandboxConfig): SandboxSpec['dnsConfig'] {
   const dns = config.dns_config;
   if (!dns) return null;
+  // resolv.conf itself reads 3 nameservers and 6 search domains (glibc before 2.26); these bounds
+  // are far above any real pod's and keep one pod's file small.
+  for (const [key, list, max] of [
+    ['servers', dns.servers, 16],
+    ['searches', dns.searches, 64],
+    ['options', dns.options, 64],
+  ] as const) {
+    if (list.length > max) {
+      throw new InvalidArgumentError(
+        `config.dns_config.${key}`,
+        `has ${list.length} entries; at most ${max}`,
+      );
+    }
+  }
   return {
     servers: dns.servers.map((s, i) => ipAddress(`config.dns_config.servers[${i}]`, s)),
     searches: dns.searches.map((s, i) => dnsSearchDomain(`config.dns_config.searches[${i}]`, s)),
@@ -182,6 +196,19 @@ const UTS_SYSCTLS = new Set(['kernel.domainname', 'kernel.hostname']);
  * else would change the node (kernel.sysrq) and runc refuses it. Refused here, naming the sysctl,
  * rather than as an UNKNOWN failure of the infra container.
  */
+/** More than any pod declares; each mapping becomes iptables rules on the node. */
+const MAX_PORT_MAPPINGS = 1024;
+
+function toPortMappings(mappings: WirePortMapping[]): SandboxSpec['portMappings'] {
+  if (mappings.length > MAX_PORT_MAPPINGS) {
+    throw new InvalidArgumentError(
+      'config.port_mappings',
+      `has ${mappings.length} entries; at most ${MAX_PORT_MAPPINGS}`,
+    );
+  }
+  return mappings.map((p, i) => toPortMapping(`config.port_mappings[${i}]`, p));
+}
+
 function toSysctls(
   sysctls: Record<string, string>,
   namespaces: SandboxSpec['namespaces'],

@@ -9,6 +9,7 @@ import {
   StepError,
   UnimplementedError,
 } from '../errors.js';
+import { MonitorError } from '../monitor/conmon.js';
 import { RegistryAuthError, RegistryConnectError, RegistryUnavailableError } from '../registry/errors.js';
 
 /** The one place where domain errors become gRPC status codes. */
@@ -25,6 +26,11 @@ export function grpcCode(err: unknown): status {
   if (err instanceof FailedPreconditionError) return status.FAILED_PRECONDITION;
   if (err instanceof UnimplementedError) return status.UNIMPLEMENTED;
   if (err instanceof DeadlineExceededError) return status.DEADLINE_EXCEEDED;
+  // runc could not create the container from this config with this image: no such program,
+  // a file where the config wants a directory... The request does not fit, the runtime is fine.
+  if (err instanceof MonitorError && !err.timedOut && IMAGE_MISMATCH.test(err.reason)) {
+    return status.FAILED_PRECONDITION;
+  }
   // A host program (a CNI plugin, runc, conmon) that ran out of its time: their errors say so.
   if (err instanceof BerthError && 'timedOut' in err && err.timedOut === true)
     return status.DEADLINE_EXCEEDED;
@@ -35,6 +41,9 @@ export function grpcCode(err: unknown): status {
   if (err instanceof BerthError) return status.UNKNOWN;
   return status.INTERNAL;
 }
+
+const IMAGE_MISMATCH =
+  /executable file not found|no such file or directory|not a directory|permission denied/;
 
 const OUT_OF_SPACE_CODES = new Set(['ENOSPC', 'EDQUOT', 'SQLITE_FULL']);
 /** How host programs and SQLite word it when the error itself carries no code. */

@@ -74,19 +74,27 @@ export function relativeLogPath(field: string, value: string): string {
       `is longer than a path may be (${PATH_MAX} bytes, ${NAME_MAX} per name)`,
     );
   }
+  const last = value.split('/').at(-1);
   if (value.startsWith('/') || value.split('/').includes('..') || hasControlChar(value)) {
     throw new InvalidArgumentError(
       field,
       `"${value}" must be relative to the pod's log directory, without ".." or control characters`,
     );
   }
+  if (last === '' || last === '.') throw new InvalidArgumentError(field, `"${value}" does not name a file`);
   return value;
 }
 
 /** cpuset list syntax as the kernel reads it: "0-3,8,10-11". */
+/** Linux builds for at most 8192 CPUs (NR_CPUS) and as many memory nodes; larger numbers are ERANGE. */
+const MAX_CPUSET_INDEX = 8191;
+
 export function cpuset(field: string, value: string): string {
   if (value && !/^\d+(-\d+)?(,\d+(-\d+)?)*$/.test(value)) {
     throw new InvalidArgumentError(field, `"${value}" is not a cpuset list (e.g. "0-3,8")`);
+  }
+  if (value && value.split(/[-,]/).some((n) => Number(n) > MAX_CPUSET_INDEX)) {
+    throw new InvalidArgumentError(field, `"${value}" names a CPU or node above ${MAX_CPUSET_INDEX}`);
   }
   return value;
 }

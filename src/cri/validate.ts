@@ -145,16 +145,23 @@ export function quoted(value: string): string {
 /** A cgroup parent is a path (cgroupfs) or a slice name (systemd); neither may climb with "..". */
 export function optionalCgroupParent(field: string, value: string): string {
   if (!value) return '';
+  // A path in the cgroup filesystem, so PATH_MAX and NAME_MAX hold.
+  if (Buffer.byteLength(value) >= 4096 || value.split('/').some((part) => Buffer.byteLength(part) > 255)) {
+    throw new InvalidArgumentError(field, 'is longer than a cgroup path may be (4096 bytes, 255 per name)');
+  }
   if (value.split('/').includes('..') || hasControlChar(value)) {
-    throw new InvalidArgumentError(field, `"${value}" must not contain ".." or control characters`);
+    throw new InvalidArgumentError(field, `${quoted(value)} must not contain ".." or control characters`);
   }
   return value;
 }
 
+/** The largest uid or gid runc takes (it reads them as a Go int32 in places). */
+const MAX_ID = 2_147_483_647;
+
 export function int64Id(field: string, value: string): number {
   const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 0 || n > 0xffffffff) {
-    throw new InvalidArgumentError(field, `"${value}" is not a valid id (0 to 4294967295)`);
+  if (!Number.isSafeInteger(n) || n < 0 || n > MAX_ID) {
+    throw new InvalidArgumentError(field, `${quoted(value)} is not a valid id (0 to ${MAX_ID})`);
   }
   return n;
 }

@@ -100,6 +100,9 @@ export function execCommand(
   ]);
 }
 
+/** `exec: "<name>": ` as runc words a failed exec, the name Go-quoted, a stat of a path maybe following. */
+const RUNC_EXEC_NAME = String.raw`exec: "(?:[^"\\]|\\.)*": (?:stat .*: )?`;
+
 /** A command runc could not start: the exit code a shell gives it, and runc's reason. */
 export interface NotRunnable {
   exitCode: 126 | 127;
@@ -115,12 +118,11 @@ export interface NotRunnable {
 export async function notRunnable(logFile: string): Promise<NotRunnable | null> {
   const reasons = await readLoggedErrors(logFile);
   const message = reasons.join('; ');
-  if (
-    /exec: "[^"]*": (?:stat [^:]*: )?(?:no such file or directory|executable file not found)/.test(message)
-  ) {
+  // runc quotes the name Go-style: a quote or backslash in it arrives escaped.
+  if (new RegExp(`${RUNC_EXEC_NAME}(?:no such file or directory|executable file not found)`).test(message)) {
     return { exitCode: 127, message };
   }
-  if (/exec: "[^"]*": (?:stat [^:]*: )?permission denied/.test(message)) return { exitCode: 126, message };
+  if (new RegExp(`${RUNC_EXEC_NAME}permission denied`).test(message)) return { exitCode: 126, message };
   return null;
 }
 
