@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { run } from '../../src/exec.js';
-import { podConfig, TestDaemon, waitFor } from '../harness/daemon.js';
+import { TestDaemon, waitFor } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
 import {
   buildLayer,
@@ -69,7 +69,7 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   });
 
   function pod(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
-    return podConfig(name, { log_directory: join(daemon.base, 'logs', name), ...extra });
+    return daemon.pod(name, extra);
   }
 
   function containerConfig(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {

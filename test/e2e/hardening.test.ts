@@ -42,8 +42,8 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
     await registry?.stop();
   });
 
-  function pod(name: string): Record<string, unknown> {
-    return podConfig(name, { log_directory: join(daemon.base, 'logs', name) });
+  function pod(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+    return daemon.pod(name, extra);
   }
 
   async function runPod(name: string): Promise<{ id: string; config: Record<string, unknown> }> {

@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { readMountInfo } from '../../src/netns/mountinfo.js';
-import { podConfig, TestDaemon } from '../harness/daemon.js';
+import { TestDaemon } from '../harness/daemon.js';
 import { DNS_BLOCKED_MARKER, DNS_GUARD_ACTIVE, DNS_GUARD_ENV } from '../harness/dns-guard.js';
 import {
   BOOL_VALUES,
@@ -266,7 +266,7 @@ describe('hostile input on every CRI rpc', { skip, timeout: SUITE_TIMEOUT_MS }, 
   }
 
   function pod(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
-    return podConfig(name, { log_directory: join(daemon.base, 'logs', name), ...extra });
+    return daemon.pod(name, extra);
   }
 
   async function runPod(name: string): Promise<{ id: string; config: Record<string, unknown> }> {

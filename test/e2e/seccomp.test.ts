@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { run } from '../../src/exec.js';
-import { podConfig, TestDaemon, waitFor } from '../harness/daemon.js';
+import { TestDaemon, waitFor } from '../harness/daemon.js';
 import {
   buildLayer,
   busyboxEntries,
@@ -211,7 +211,7 @@ describe('the RuntimeDefault seccomp profile', { skip, timeout: SUITE_TIMEOUT_MS
   });
 
   function pod(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
-    return podConfig(name, { log_directory: join(daemon.base, 'logs', name), ...extra });
+    return daemon.pod(name, extra);
   }
 
   async function startNew(

@@ -78,7 +78,7 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
   });
 
   function pod(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
-    return podConfig(name, { log_directory: join(daemon.base, 'logs', name), ...extra });
+    return daemon.pod(name, extra);
   }
 
   async function runPod(config: Record<string, unknown>): Promise<string> {

@@ -233,6 +233,11 @@ export class TestDaemon {
     return readdir(join(this.rootDir, 'sandboxes')).catch(() => [] as string[]);
   }
 
+  /** podConfig with a log directory of this daemon's own, so containers in the pod have logs. */
+  pod(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+    return podConfig(name, { log_directory: join(this.base, 'logs', name), ...extra });
+  }
+
   /** Runs `fn` while sampling berthd's RSS; returns its result and the growth in KiB. */
   async rssGrowthDuring<T>(fn: () => Promise<T>): Promise<{ value: T; growthKiB: number }> {
     const [value, rss] = await watchRss(this.proc?.pid, fn);

@@ -6,8 +6,9 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
+import { socketPair as sharedSocketPair } from '../harness/sockets.js';
 import { afterEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -45,24 +46,8 @@ afterEach(() => {
   for (const cleanup of cleanups.splice(0)) cleanup();
 });
 
-/** Two ends of one TCP connection on 127.0.0.1, destroyed after the test. */
-async function socketPair(): Promise<{ serverSocket: Socket; clientSocket: Socket }> {
-  const listener = createServer();
-  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
-  try {
-    const accepted = once(listener, 'connection');
-    const clientSocket = connect((listener.address() as AddressInfo).port, '127.0.0.1');
-    cleanups.push(() => clientSocket.destroy());
-    const [[serverSocket]] = (await Promise.all([accepted, once(clientSocket, 'connect')])) as [
-      [Socket],
-      unknown[],
-    ];
-    cleanups.push(() => serverSocket.destroy());
-    return { serverSocket, clientSocket };
-  } finally {
-    // Only the one connection is needed: the listener goes at once so nothing keeps the runner alive.
-    listener.close();
-  }
+function socketPair(): Promise<{ serverSocket: Socket; clientSocket: Socket }> {
+  return sharedSocketPair((cleanup) => cleanups.push(cleanup));
 }
 
 interface Pair {

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import type { Readable } from 'node:stream';
 import { afterEach, describe, it } from 'node:test';
 
@@ -22,6 +22,7 @@ import {
   type RemoteStatus,
 } from '../../src/streaming/status.js';
 import { TokenCache } from '../../src/streaming/tokens.js';
+import { socketPair } from '../harness/sockets.js';
 import type { TerminalSize } from '../../src/streaming/types.js';
 
 const cleanups: (() => void)[] = [];
@@ -324,27 +325,14 @@ interface SpdyPair {
 }
 
 async function spdyPair(): Promise<SpdyPair> {
-  const listener = createServer();
-  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
-  try {
-    const accepted = once(listener, 'connection');
-    const clientSocket = connect((listener.address() as AddressInfo).port, '127.0.0.1');
-    cleanups.push(() => clientSocket.destroy());
-    const [[serverSocket]] = (await Promise.all([accepted, once(clientSocket, 'connect')])) as [
-      [Socket],
-      unknown[],
-    ];
-    cleanups.push(() => serverSocket.destroy());
-    const server = new SpdyConnection(serverSocket, { role: 'server' });
-    const client = new SpdyConnection(clientSocket, { role: 'client' });
-    cleanups.push(() => {
-      server.destroy();
-      client.destroy();
-    });
-    return { server, client };
-  } finally {
-    listener.close();
-  }
+  const { serverSocket, clientSocket } = await socketPair((cleanup) => cleanups.push(cleanup));
+  const server = new SpdyConnection(serverSocket, { role: 'server' });
+  const client = new SpdyConnection(clientSocket, { role: 'client' });
+  cleanups.push(() => {
+    server.destroy();
+    client.destroy();
+  });
+  return { server, client };
 }
 
 /** Opens the client's streams in order, error first, as kubectl does. */

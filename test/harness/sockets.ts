@@ -1,0 +1,27 @@
+/** Loopback connections for unit tests of protocol code. */
+import { once } from 'node:events';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+
+/**
+ * Two ends of one TCP connection on 127.0.0.1. `onCleanup` receives what undoes it, for the
+ * test's afterEach; the listener is closed at once so nothing keeps the runner alive.
+ */
+export async function socketPair(
+  onCleanup: (cleanup: () => void) => void,
+): Promise<{ serverSocket: Socket; clientSocket: Socket }> {
+  const listener = createServer();
+  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+  try {
+    const accepted = once(listener, 'connection');
+    const clientSocket = connect((listener.address() as AddressInfo).port, '127.0.0.1');
+    onCleanup(() => clientSocket.destroy());
+    const [[serverSocket]] = (await Promise.all([accepted, once(clientSocket, 'connect')])) as [
+      [Socket],
+      unknown[],
+    ];
+    onCleanup(() => serverSocket.destroy());
+    return { serverSocket, clientSocket };
+  } finally {
+    listener.close();
+  }
+}
