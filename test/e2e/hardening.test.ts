@@ -4,7 +4,7 @@
  * pods' own namespaces.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -389,9 +389,10 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
 
 describe('a CNI plugin that never answers', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
   let daemon: TestDaemon;
+  let dir = '';
 
   before(async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'berth-hang-'));
+    dir = await mkdtemp(join(tmpdir(), 'berth-hang-'));
     const config = join(dir, 'berth.toml');
     await writeFile(config, '[cni]\ntimeout = "1s"\n');
     daemon = await TestDaemon.create({ cni: 'bridge', extraArgs: ['--config', config] });
@@ -405,6 +406,7 @@ describe('a CNI plugin that never answers', { skip: registrySkip, timeout: SUITE
 
   after(async () => {
     await daemon?.destroy();
+    if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   it('RunPodSandbox is DEADLINE_EXCEEDED, and the half-made pod is undone', async () => {
