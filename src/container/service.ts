@@ -17,7 +17,7 @@ import type { Conmon } from '../monitor/conmon.js';
 import type { ExitRecord, ExitWatcher } from '../monitor/exits.js';
 import { attachToMonitor } from '../monitor/attach.js';
 import { execStream, type ExecStreamIo } from '../oci/exec-stream.js';
-import { execSync } from '../oci/exec-sync.js';
+import { EXEC_SYNC_OUTPUT_CAP, execSync } from '../oci/exec-sync.js';
 import type { Runc } from '../oci/runc.js';
 import type { Process, Spec } from '../oci/spec.js';
 import { linuxResources } from '../oci/container.js';
@@ -46,10 +46,8 @@ import type {
   ExecSyncResult,
 } from './types.js';
 
-/** Per stream: enough for any probe or `crictl exec -s`, bounded so a chatty command cannot exhaust berthd (CVE-2022-1708). */
 type ImageName = ReturnType<ImageService['nameOf']>;
 
-export const EXEC_SYNC_OUTPUT_CAP = 16 * 1024 * 1024;
 /** After SIGKILL a process is gone within milliseconds unless the kernel is stuck (D state). */
 const KILL_WAIT_MS = 10_000;
 /** Without a conmon nobody writes an exit file: look at the process itself soon. */

@@ -7,7 +7,7 @@
  * Behaviour worth knowing, learnt from kubelet and containerd:
  * - kubelet's exec prober keeps only 10 KiB of combined output (pkg/probe/exec maxReadLength);
  *   containerd caps each stream at 16 MiB so that the reply fits its gRPC limit. The caller picks
- *   the cap (EXEC_SYNC_OUTPUT_CAP is a default); output past it is read and discarded, so the
+ *   the cap (the daemon uses EXEC_SYNC_OUTPUT_CAP); output past it is read and discarded, so the
  *   command never blocks on a full pipe.
  * - On timeout containerd SIGKILLs the exec'd process and fails the call with an error wrapping
  *   context.DeadlineExceeded, which reaches kubelet as gRPC DeadlineExceeded; kubelet's remote
@@ -34,8 +34,11 @@ import {
 import type { Runc } from './runc.js';
 import type { Process } from './spec.js';
 
-/** A default cap per stream: above kubelet's 10 KiB probe window, far below any gRPC limit. */
-export const EXEC_SYNC_OUTPUT_CAP = 16 * 1024;
+/**
+ * What ExecSync keeps of each stream: enough for any probe (kubelet reads 10 KiB) or
+ * `crictl exec -s`, bounded so that a chatty command cannot exhaust berthd (CVE-2022-1708).
+ */
+export const EXEC_SYNC_OUTPUT_CAP = 16 * 1024 * 1024;
 
 /** How long runc gets to exit after its process was killed before runc itself is killed. */
 const KILL_GRACE_MS = 2_000;

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { run } from '../../src/exec.js';
+import { EXEC_SYNC_OUTPUT_CAP } from '../../src/oci/exec-sync.js';
 import { TestDaemon, waitFor } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
 import {
@@ -272,6 +273,14 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     // The timed-out command is gone from the container.
     await waitFor(async () => !(await execText(id, ['ps'])).includes('sleep 30'), 5_000);
     await rejectsWith(exec(id, []), status.INVALID_ARGUMENT, /cmd/);
+    // The cap the daemon applies, not a copy of it: more output is read and dropped.
+    const big = await exec(id, [
+      '/bin/sh',
+      '-c',
+      `yes 0123456789abcdef | head -c ${EXEC_SYNC_OUTPUT_CAP + 4096}`,
+    ]);
+    assert.equal(big.stdout.length, EXEC_SYNC_OUTPUT_CAP);
+    assert.equal(big.exit_code, 0);
     await remove(id);
     await rejectsWith(exec(id, ['true']), status.NOT_FOUND);
   });

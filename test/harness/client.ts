@@ -21,12 +21,23 @@ export class CriClient {
   constructor(socket: string) {
     const pkg = loadPackageDefinition(loadSync(PROTO_PATH, PROTO_LOADER_OPTIONS));
     const v1 = (pkg.runtime as GrpcObject).v1 as GrpcObject;
-    type Ctor = new (address: string, creds: ReturnType<typeof credentials.createInsecure>) => Client;
+    type Ctor = new (
+      address: string,
+      creds: ReturnType<typeof credentials.createInsecure>,
+      options: Record<string, number>,
+    ) => Client;
+    // Room for ExecSync's full 16 MiB of stdout (kubelet's own limit is 16 MiB in all).
+    const options = { 'grpc.max_receive_message_length': 32 * 1024 * 1024 };
     this.runtime = new (v1.RuntimeService as unknown as Ctor)(
       `unix://${socket}`,
       credentials.createInsecure(),
+      options,
     );
-    this.image = new (v1.ImageService as unknown as Ctor)(`unix://${socket}`, credentials.createInsecure());
+    this.image = new (v1.ImageService as unknown as Ctor)(
+      `unix://${socket}`,
+      credentials.createInsecure(),
+      options,
+    );
   }
 
   /**
