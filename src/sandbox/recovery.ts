@@ -5,7 +5,7 @@ import type { BerthConfig } from '../config/types.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
 import { isMounted, listNetns, removeNetns, unmountNetns } from '../netns/index.js';
-import type { Runc } from '../oci/runc.js';
+import type { ContainerState, Runc } from '../oci/runc.js';
 import { isRunning } from '../process/index.js';
 import type { Store } from '../store/index.js';
 import type { SandboxRow } from '../store/types.js';
@@ -36,6 +36,8 @@ export interface RecoveryReport {
   rebooted: boolean;
   rolledBack: string[];
   markedNotReady: string[];
+  /** Sandboxes whose infra runc could not report on: left as they were. */
+  unchecked: string[];
   networksReleased: string[];
   orphanNetns: string[];
   orphanContainers: string[];
@@ -54,6 +56,7 @@ export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
     rebooted,
     rolledBack: [],
     markedNotReady: [],
+    unchecked: [],
     networksReleased: [],
     orphanNetns: [],
     orphanContainers: [],
@@ -114,7 +117,19 @@ async function rollBack(deps: RecoveryDeps, row: SandboxRow, report: RecoveryRep
 async function reconcile(deps: RecoveryDeps, row: SandboxRow, rebooted: boolean, report: RecoveryReport) {
   const { store, runc, cni, logger } = deps;
   const log = logger.child({ sandbox: row.id });
-  const state = rebooted ? null : await runc.state(row.id).catch(() => null);
+  let state: ContainerState | null = null;
+  if (!rebooted) {
+    try {
+      state = await stateWithRetry(runc, row.id);
+    } catch (err) {
+      // Only runc saying the container does not exist means the infra is gone (state() answers
+      // null then). A runc that fails or times out says nothing about the pod: it is left as it
+      // is, and kubelet's next PodSandboxStatus or Stop sees what is true.
+      report.unchecked.push(row.id);
+      log.error({ err: errorMessage(err) }, 'runc state failed at start-up; the sandbox is left as it was');
+      return;
+    }
+  }
   const alive = state !== null && state.status === 'running' && (await isRunning(state.pid));
   if (alive) return;
 
@@ -136,6 +151,15 @@ async function reconcile(deps: RecoveryDeps, row: SandboxRow, rebooted: boolean,
       log.warn('released the network of a sandbox lost in a reboot');
     }
     if (row.netnsPath && (await isMounted(row.netnsPath))) await unmountNetns(row.netnsPath);
+  }
+}
+
+/** One more try after a failure: a runc that was only slow (a loaded node) answers the second time. */
+async function stateWithRetry(runc: Runc, id: string): Promise<ContainerState | null> {
+  try {
+    return await runc.state(id);
+  } catch {
+    return runc.state(id);
   }
 }
 

@@ -543,3 +543,43 @@ describe('a CNI DEL that fails', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     await assertNothingLeft(d);
   });
 });
+
+describe('a runc that cannot report at start-up', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  // runc's `state` fails while this file exists; every other verb runs the real runc.
+  const failFile = join('/run', `berth-test-runc-fails-${hex()}`);
+  const wrapper = `${failFile}.sh`;
+  before(async () => {
+    const runc = (await run('sh', ['-c', 'command -v runc'], { timeoutMs: 10_000 })).stdout.trim();
+    const script = [
+      '#!/bin/sh',
+      `if [ -e '${failFile}' ]; then`,
+      '  for arg in "$@"; do',
+      '    if [ "$arg" = state ]; then echo "runc: simulated failure" >&2; exit 1; fi',
+      '  done',
+      'fi',
+      `exec '${runc}' "$@"`,
+      '',
+    ].join('\n');
+    await writeFile(wrapper, script, { mode: 0o755 });
+  });
+  after(async () => {
+    await rm(failFile, { force: true });
+    await rm(wrapper, { force: true });
+  });
+  const daemon = useDaemon({ extraArgs: ['--runtime', wrapper] });
+
+  test('a failing runc state leaves a live pod READY, logged, rather than marking it dead', async () => {
+    const d = daemon();
+    const id = await runPod(d, `unchecked-${hex()}`);
+    const before = await podStatus(d, id);
+    await d.kill9();
+    await writeFile(failFile, '');
+    const { log } = await startAndLog(d);
+    await rm(failFile, { force: true });
+    assertLogged(log, 'runc state failed at start-up; the sandbox is left as it was', { sandbox: id });
+    const after = await podStatus(d, id);
+    assert.equal(after.status.state, 'SANDBOX_READY');
+    assert.ok(await isRunning(before.info.pid), 'the infra was killed');
+    await stopAndRemove(d, id);
+  });
+});
