@@ -222,9 +222,8 @@ export class ContainerService {
   }
 
   private async startInPod(id: string): Promise<void> {
-    const found = this.mustGet(id);
-    await this.lock.with(found.id, async () => {
-      const row = this.mustGet(found.id);
+    await this.lock.with(id, async () => {
+      const row = this.mustGet(id);
       if (row.state !== 'CREATED') {
         throw new FailedPreconditionError(`container ${row.id} is ${stateWord(row)}, not created`);
       }
@@ -251,7 +250,7 @@ export class ContainerService {
       this.deps.logger.info({ container: row.id }, 'container started');
     });
     // An exit that raced the start waited for the lock; make sure it is not lost.
-    const exited = await this.deps.exits.read(found.id);
+    const exited = await this.deps.exits.read(id);
     if (exited) await this.onExit(exited);
   }
 
@@ -317,8 +316,10 @@ export class ContainerService {
     });
   }
 
-  /** Stops every container of a pod, for StopPodSandbox: kubelet already gave them their grace. */
-  /** Called with the pod's gate closed: no create is under way, so no row is CREATING. */
+  /**
+   * Stops every container of a pod, for StopPodSandbox: kubelet already gave them their grace.
+   * Called with the pod's gate closed: no create is under way, so no row is CREATING.
+   */
   async stopAllInSandbox(sandboxId: string): Promise<void> {
     const rows = this.deps.store.containers.listBySandbox(sandboxId).filter((r) => r.state !== 'CREATING');
     await Promise.all(rows.map((row) => this.stop(row.id, 0)));
@@ -407,10 +408,7 @@ export class ContainerService {
     timeoutSeconds: number,
     signal?: AbortSignal,
   ): Promise<ExecSyncResult> {
-    const row = this.resolve(idOrPrefix);
-    if (row.state !== 'RUNNING') {
-      throw new FailedPreconditionError(`container ${row.id} is ${stateWord(row)}, not running`);
-    }
+    const row = this.runningRow(idOrPrefix);
     const process = await this.execProcess(row, cmd);
     const result = await execSync(this.deps.runc, row.id, process, {
       timeoutMs: timerMs(timeoutSeconds),
@@ -423,25 +421,19 @@ export class ContainerService {
 
   /** The full id of a running container, for the streaming RPCs to validate before they hand out a URL. */
   runningId(idOrPrefix: string): string {
-    const row = this.resolve(idOrPrefix);
-    if (row.state !== 'RUNNING') {
-      throw new FailedPreconditionError(`container ${row.id} is ${stateWord(row)}, not running`);
-    }
-    return row.id;
+    return this.runningRow(idOrPrefix).id;
   }
 
   /** A streaming exec: as ExecSync, with the client's streams and terminal. Resolves with the exit code. */
   async execStream(idOrPrefix: string, cmd: string[], io: ExecStreamIo): Promise<number> {
-    const row = this.deps.store.containers.get(this.runningId(idOrPrefix));
-    if (!row) throw new NotFoundError('container', idOrPrefix);
+    const row = this.runningRow(idOrPrefix);
     const process = await this.execProcess(row, cmd);
     return execStream(this.deps.runc, row.id, process, io, execDirs(this.deps.config));
   }
 
   /** Joins the container's own stdio (held by conmon) until its output ends or the client leaves. */
   async attach(idOrPrefix: string, io: ExecStreamIo): Promise<void> {
-    const row = this.deps.store.containers.get(this.runningId(idOrPrefix));
-    if (!row) throw new NotFoundError('container', idOrPrefix);
+    const row = this.runningRow(idOrPrefix);
     const spec = this.specOf(row);
     const onResize = (size: { width: number; height: number }): void => {
       this.deps.conmon.resizeTerminal(row.bundleDir, size).catch((err: unknown) => {
@@ -555,6 +547,14 @@ export class ContainerService {
       };
     })();
     return this.guard;
+  }
+
+  private runningRow(idOrPrefix: string): ContainerRow {
+    const row = this.resolve(idOrPrefix);
+    if (row.state !== 'RUNNING') {
+      throw new FailedPreconditionError(`container ${row.id} is ${stateWord(row)}, not running`);
+    }
+    return row;
   }
 
   /** The container's own process (user, env, cwd, capabilities…) running `cmd` instead. */

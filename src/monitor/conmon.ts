@@ -34,7 +34,7 @@ import {
 } from '../errors.js';
 import { findProgram } from '../exec.js';
 import { CREATE_LOG, Runc, readLoggedErrors } from '../oci/runc.js';
-import { isRunning, parentPid, readPidFile, waitForExit } from '../process/index.js';
+import { isRunning, killQuietly, parentPid, readPidFile, waitForExit } from '../process/index.js';
 import { MONITOR_ID_PATTERN } from './exits.js';
 import { checkLogPath, prepareLogPath } from './logs.js';
 
@@ -479,15 +479,6 @@ async function isConmonOf(pid: number, id: string): Promise<boolean> {
 }
 
 /** SIGKILL to a pid, or to a process group when negative. */
-function killQuietly(pid: number | undefined): void {
-  if (pid === undefined || pid === 0) return;
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    // Already gone.
-  }
-}
-
 async function statOrNull(path: string): Promise<Stats | null> {
   try {
     return await stat(path);

@@ -7,7 +7,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import { constants as osConstants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ExecError, FailedPreconditionError, InvalidArgumentError } from '../errors.js';
-import { commandLine, parentPid, processesMentioning, readPidFile } from '../process/index.js';
+import { commandLine, killQuietly, parentPid, processesMentioning, readPidFile } from '../process/index.js';
 import { readLoggedErrors, type Runc } from './runc.js';
 import type { Process } from './spec.js';
 
@@ -47,14 +47,6 @@ async function killLeftovers(dir: string): Promise<void> {
     .catch(() => null);
   const argv = await commandLine(pid);
   if (spec?.args && argv && argv.join('\0') === spec.args.join('\0')) killQuietly(pid);
-}
-
-function killQuietly(pid: number): void {
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    // Gone already.
-  }
 }
 
 export async function withExecFiles<T>(
@@ -110,43 +102,36 @@ export interface NotRunnable {
 }
 
 /**
- * A missing command (127) or one that may not be executed (126), told by runc's log. Exec answers
- * these as a shell does, an exit code with the reason on stderr, rather than as a runtime failure:
- * kubectl then prints the reason and "command terminated with exit code 127", and an exec probe
- * fails with the reason as its output. Other runc failures stay errors.
+ * What runc's log says of an exec, read once after runc ended. runc's own failures are told apart
+ * from a command that exits 255 by the log: the command's exit status never produces an error
+ * entry there. Returns null when runc ran the command, a NotRunnable for a missing command (127)
+ * or one that may not be executed (126), and throws any other runc failure. A command that cannot
+ * run is answered as a shell does, an exit code with the reason on stderr, rather than as a
+ * runtime failure: kubectl then prints the reason and "command terminated with exit code 127",
+ * and an exec probe fails with the reason as its output.
  */
-export async function notRunnable(logFile: string): Promise<NotRunnable | null> {
+export async function runcVerdict(
+  runc: Runc,
+  id: string,
+  command: string,
+  logFile: string,
+  exitCode: number | null,
+): Promise<NotRunnable | null> {
   const reasons = await readLoggedErrors(logFile);
+  if (reasons.length === 0) return null;
   const message = reasons.join('; ');
   // runc quotes the name Go-style: a quote or backslash in it arrives escaped.
   if (new RegExp(`${RUNC_EXEC_NAME}(?:no such file or directory|executable file not found)`).test(message)) {
     return { exitCode: 127, message };
   }
   if (new RegExp(`${RUNC_EXEC_NAME}permission denied`).test(message)) return { exitCode: 126, message };
-  return null;
-}
-
-/**
- * runc's own failures are told apart from a command that exits 255 by its log: the command's exit
- * status never produces an error entry there. Returns the error to throw, or null.
- */
-export async function execFailure(
-  runc: Runc,
-  id: string,
-  command: string,
-  logFile: string,
-  exitCode: number | null,
-): Promise<Error | null> {
-  const reasons = await readLoggedErrors(logFile);
-  if (reasons.length === 0) return null;
-  const reason = reasons.join('; ');
   const st = await runc.state(id).catch(() => undefined);
   if (st === null || (st !== undefined && st.status !== 'running')) {
-    return new FailedPreconditionError(
-      `container "${id}" is not running (${st?.status ?? 'gone'}): ${reason}`,
+    throw new FailedPreconditionError(
+      `container "${id}" is not running (${st?.status ?? 'gone'}): ${message}`,
     );
   }
-  return new ExecError(command, exitCode ?? undefined, reason, false);
+  throw new ExecError(command, exitCode ?? undefined, message, false);
 }
 
 /**

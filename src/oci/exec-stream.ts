@@ -19,10 +19,9 @@ import { spawn as spawnPty, type IPty } from 'node-pty';
 import { ExecError } from '../errors.js';
 import {
   execCommand,
-  execFailure,
   killExecProcess,
   killGroup,
-  notRunnable,
+  runcVerdict,
   signalExitCode,
   withExecFiles,
 } from './exec-process.js';
@@ -61,15 +60,13 @@ export function execStream(
     const cmd = execCommand(runc, id, files, io.tty);
     const result = io.tty ? await runWithPty(cmd, files.pid, io) : await runWithPipes(cmd, files.pid, io);
     const command = [cmd.file, ...cmd.args].join(' ');
-    const missing = await notRunnable(files.log);
+    const missing = await runcVerdict(runc, id, command, files.log, result.exitCode);
     if (missing) {
       // runc with a terminal already printed the reason there; without one it went to its log only.
       const out = io.tty ? null : (io.stderr ?? io.stdout);
       if (out && !out.destroyed) out.write(`${missing.message}\n`);
       return missing.exitCode;
     }
-    const failure = await execFailure(runc, id, command, files.log, result.exitCode);
-    if (failure) throw failure;
     if (result.exitCode === null) {
       if (io.signal.aborted) return signalExitCode('SIGKILL');
       throw new ExecError(command, undefined, `runc was killed by ${result.signal ?? 'a signal'}`, false);

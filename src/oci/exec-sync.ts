@@ -24,10 +24,9 @@ import type { ExecSyncResult } from '../container/types.js';
 import { ExecError, InvalidArgumentError } from '../errors.js';
 import {
   execCommand,
-  execFailure,
   killExecProcess,
   killGroup,
-  notRunnable,
+  runcVerdict,
   signalExitCode,
   withExecFiles,
 } from './exec-process.js';
@@ -90,7 +89,7 @@ export async function execSync(
       const exitCode = outcome.exitCode ?? (outcome.signal ? signalExitCode(outcome.signal) : -1);
       return { stdout: outcome.stdout, stderr: outcome.stderr, exitCode, timedOut: true };
     }
-    const missing = await notRunnable(files.log);
+    const missing = await runcVerdict(runc, id, command, files.log, outcome.exitCode);
     if (missing) {
       return {
         stdout: Buffer.alloc(0),
@@ -99,8 +98,6 @@ export async function execSync(
         timedOut: false,
       };
     }
-    const failure = await execFailure(runc, id, command, files.log, outcome.exitCode);
-    if (failure) throw failure;
     if (outcome.exitCode === null) {
       throw new ExecError(command, undefined, `runc was killed by ${outcome.signal ?? 'a signal'}`, false);
     }

@@ -59,3 +59,13 @@ export async function processesMentioning(text: string): Promise<number[]> {
   }
   return pids;
 }
+
+/** SIGKILL, where a process that is already gone (or no pid at all) is no error. */
+export function killQuietly(pid: number | undefined): void {
+  if (pid === undefined || pid === 0) return;
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // Already gone.
+  }
+}
