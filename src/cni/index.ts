@@ -9,6 +9,7 @@ import { compareCniVersions, isSupportedCniVersion } from './version.js';
 export * from './types.js';
 export { CniError, type CniCommand } from './errors.js';
 export { podIps } from './result.js';
+export { loadUsableNetwork } from './readiness.js';
 export { loadDefaultNetwork, loopbackNetwork, parseNetworkConfig, type LoadNetworkResult } from './config.js';
 
 export interface CniOptions {

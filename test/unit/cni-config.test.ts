@@ -3,7 +3,12 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { loadDefaultNetwork, loopbackNetwork, parseNetworkConfig } from '../../src/cni/index.js';
+import {
+  loadDefaultNetwork,
+  loadUsableNetwork,
+  loopbackNetwork,
+  parseNetworkConfig,
+} from '../../src/cni/index.js';
 
 let root: string;
 let seq = 0;
@@ -198,4 +203,46 @@ test('loopbackNetwork', () => {
   });
   // Callers may mutate what they get; each call must be a fresh object.
   assert.notEqual(loopbackNetwork(), loopbackNetwork());
+});
+
+describe('loadUsableNetwork: ready only when every plugin binary is found', () => {
+  /** A bin dir holding an executable stub for each of `types`. */
+  async function binDir(types: string[]): Promise<string> {
+    const dir = join(root, `bin${seq++}`);
+    await mkdir(dir);
+    for (const type of types) await writeFile(join(dir, type), '#!/bin/sh\n', { mode: 0o755 });
+    return dir;
+  }
+
+  test('all plugins present, across several bin dirs', async () => {
+    const conf = await confDir({ '10-net.conflist': list('pods') });
+    const dirs = [await binDir(['loopback', 'bridge']), await binDir(['host-local', 'portmap'])];
+    assert.equal(loadedName(await loadUsableNetwork(conf, dirs)), 'pods');
+  });
+
+  test('a missing main, IPAM or loopback plugin names the file, the plugin and the dirs', async () => {
+    const conf = await confDir({ '10-net.conflist': list('pods') });
+    const dir = await binDir(['bridge']);
+    const reason = reasonOf(await loadUsableNetwork(conf, [dir]));
+    assert.match(reason, /10-net\.conflist/);
+    assert.match(reason, /"loopback", "host-local", "portmap"/);
+    assert.ok(reason.includes(dir), reason);
+  });
+
+  test('a non-executable file does not count', async () => {
+    const conf = await confDir({ '10-net.conflist': list('pods') });
+    const dir = await binDir(['loopback', 'bridge', 'host-local']);
+    await writeFile(join(dir, 'portmap'), 'not a program', { mode: 0o644 });
+    assert.match(reasonOf(await loadUsableNetwork(conf, [dir])), /"portmap"/);
+  });
+
+  test('no bin dirs at all says so', async () => {
+    const conf = await confDir({ '10-net.conflist': list('pods') });
+    assert.match(reasonOf(await loadUsableNetwork(conf, [])), /no bin dirs configured/);
+  });
+
+  test('a conflist that does not parse stays the reason', async () => {
+    const conf = await confDir({ '10-net.conflist': '{"cniVersion": "1.0.0", "name": ' });
+    assert.match(reasonOf(await loadUsableNetwork(conf, [])), /10-net\.conflist: invalid JSON/);
+  });
 });
