@@ -7,11 +7,14 @@
  * BENCH_LIST_CONCURRENCY (creates in flight while filling, 4), BENCH_MEM_N (running containers
  * whose monitors are measured, 20).
  */
-import { readdir, readFile } from 'node:fs/promises';
-import { basename, join } from 'node:path';
 import { busyboxLayer, pushImage } from '../test/harness/images.js';
-import { TestDaemon, podConfig } from '../test/harness/daemon.js';
+import { TestDaemon } from '../test/harness/daemon.js';
+import { parseLog, type LogEntry } from '../test/harness/log.js';
+import { procKiB, rssKiB } from '../test/harness/memory.js';
+import { containerConfig, createContainer, runPod, type Pod } from '../test/harness/pods.js';
+import { inPool } from '../test/harness/pool.js';
 import { startRegistry } from '../test/harness/registry.js';
+import { envCount, runBench } from './run.js';
 import { figures, figuresByKey, line, mean, timed, type Figures } from './stats.js';
 
 /**
@@ -30,61 +33,9 @@ const SECURITY = { security_context: { namespace_options: NAMESPACES } };
 /** Label values the list containers cycle through; the filtered list matches one of them. */
 const LIST_GROUPS = 10;
 
-interface Pod {
-  id: string;
-  config: Record<string, unknown>;
-}
-
-function envCount(name: string, fallback: number): number {
-  const value = Number(process.env[name]);
-  return Number.isInteger(value) && value > 0 ? value : fallback;
-}
-
-/** Runs `task(0..count-1)` with at most `concurrency` in flight; results in index order. */
-async function pool<T>(count: number, concurrency: number, task: (i: number) => Promise<T>): Promise<T[]> {
-  const results = new Array<T>(count);
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < count) {
-      const i = next++;
-      results[i] = await task(i);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
-  return results;
-}
-
-/** A `Name:  123 kB` field of a /proc file, in KiB; NaN when unreadable. */
-async function procKiB(pid: number, file: string, field: string): Promise<number> {
-  const text = await readFile(`/proc/${pid}/${file}`, 'utf8').catch(() => '');
-  return Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN);
-}
-
-/** conmon daemons this berthd started: they run detached, so they are found by their command line. */
-async function conmonPids(base: string): Promise<number[]> {
-  const pids: number[] = [];
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const argv = (await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '')).split('\0');
-    if (basename(argv[0] ?? '') === 'conmon' && argv.some((arg) => arg.includes(base)))
-      pids.push(Number(entry));
-  }
-  return pids;
-}
-
-/** The JSON lines of berthd's log with the given msg. */
-function logRecords(output: string, msg: string): Record<string, unknown>[] {
-  const records: Record<string, unknown>[] = [];
-  for (const text of output.split('\n')) {
-    if (!text.includes(msg)) continue;
-    try {
-      const record = JSON.parse(text) as Record<string, unknown>;
-      if (record.msg === msg) records.push(record);
-    } catch {
-      // A partial or foreign line.
-    }
-  }
-  return records;
+/** The lines of berthd's log with the given msg. */
+function logRecords(output: string, msg: string): LogEntry[] {
+  return parseLog(output).filter((entry) => entry.msg === msg);
 }
 
 function stepsOf(output: string, msg: string): Record<string, number>[] {
@@ -133,25 +84,10 @@ async function main(): Promise<void> {
     });
     await cri().callImage('PullImage', { image: { image: image.reference } });
 
-    const runPod = async (name: string): Promise<Pod> => {
-      const config = podConfig(name, { log_directory: join(daemon.base, 'logs', name), linux: SECURITY });
-      const res = await cri().call<{ pod_sandbox_id: string }>('RunPodSandbox', { config });
-      return { id: res.pod_sandbox_id, config };
-    };
-    const create = async (pod: Pod, name: string, extra: Record<string, unknown> = {}): Promise<string> => {
-      const res = await cri().call<{ container_id: string }>('CreateContainer', {
-        pod_sandbox_id: pod.id,
-        config: {
-          metadata: { name, attempt: 0 },
-          image: { image: image.reference },
-          log_path: `${name}/0.log`,
-          labels: { name, bench: 'container' },
-          linux: SECURITY,
-          ...extra,
-        },
-        sandbox_config: pod.config,
-      });
-      return res.container_id;
+    const runNamedPod = (name: string): Promise<Pod> => runPod(cri(), daemon.pod(name, { linux: SECURITY }));
+    const create = (pod: Pod, name: string, extra: Record<string, unknown> = {}): Promise<string> => {
+      const labelled = { labels: { name, bench: 'container' }, linux: SECURITY, ...extra };
+      return createContainer(cri(), pod, containerConfig(name, image.reference, labelled));
     };
     const start = (id: string) => cri().call('StartContainer', { container_id: id });
     const stop = (id: string, timeout: number) => cri().call('StopContainer', { container_id: id, timeout });
@@ -162,7 +98,7 @@ async function main(): Promise<void> {
         .exit_code;
 
     // --- create / start / stop / remove, one container at a time -------------------------------
-    const opsPod = await runPod('ops');
+    const opsPod = await runNamedPod('ops');
     // Warm-up: the first container pays for lazy work (runtime path lookup, dirs, caches).
     const warm = await create(opsPod, 'warm', { command: TERM_HANDLING });
     await start(warm);
@@ -206,7 +142,7 @@ async function main(): Promise<void> {
     const phases = { run: [] as number[], create: [] as number[], start: [] as number[] };
     for (let i = 0; i < podN; i++) {
       const began = process.hrtime.bigint();
-      const [pod, runMs] = await timed(() => runPod(`scratch-${i}`));
+      const [pod, runMs] = await timed(() => runNamedPod(`scratch-${i}`));
       const [id, createMs] = await timed(() => create(pod, 'app'));
       const [, startMs] = await timed(() => start(id));
       fromScratch.push(Number(process.hrtime.bigint() - began) / 1e6);
@@ -218,21 +154,22 @@ async function main(): Promise<void> {
     const podLog = daemon.output.slice(podLogFrom);
 
     // --- monitor memory per running container ---------------------------------------------------
-    const berthdBaseKiB = await procKiB(daemon.proc?.pid ?? 0, 'status', 'VmRSS');
-    const memPod = await runPod('mem');
+    const berthdBaseKiB = await rssKiB(daemon.proc?.pid);
+    const memPod = await runNamedPod('mem');
     for (let i = 0; i < memN; i++) await start(await create(memPod, `mem-${i}`));
-    const monitors = await conmonPids(daemon.base);
-    const monitorRss = await Promise.all(monitors.map((pid) => procKiB(pid, 'status', 'VmRSS')));
+    const monitors = await daemon.conmonPids();
+    const monitorRss = await Promise.all(monitors.map((pid) => rssKiB(pid)));
     const monitorPss = await Promise.all(monitors.map((pid) => procKiB(pid, 'smaps_rollup', 'Pss')));
     const [, removeMemPodMs] = await timed(() => removePod(memPod));
 
     // --- ListContainers over many created containers --------------------------------------------
     const pods: Pod[] = [];
-    for (let p = 0; p < listPods; p++) pods.push(await runPod(`list-${p}`));
+    for (let p = 0; p < listPods; p++) pods.push(await runNamedPod(`list-${p}`));
+    const listIndices = Array.from({ length: listN }, (_, i) => i);
     const listLogFrom = daemon.output.length;
     const fillLatency: number[] = [];
     const [, fillMs] = await timed(() =>
-      pool(listN, listConcurrency, async (i) => {
+      inPool(listIndices, listConcurrency, async (i) => {
         const pod = pods[i % pods.length] as Pod;
         const labels = { name: `c-${i}`, bench: 'list', group: `g${i % LIST_GROUPS}` };
         const [id, ms] = await timed(() => create(pod, `c-${i}`, { labels }));
@@ -258,11 +195,9 @@ async function main(): Promise<void> {
       filteredCount = some.containers.length;
     }
     const listCallsLog = daemon.output.slice(listCallsLogFrom);
-    const berthdListKiB = await procKiB(daemon.proc?.pid ?? 0, 'status', 'VmRSS');
-    const createdMonitors = await conmonPids(daemon.base);
-    const createdMonitorRss = await Promise.all(
-      createdMonitors.map((pid) => procKiB(pid, 'status', 'VmRSS')),
-    );
+    const berthdListKiB = await rssKiB(daemon.proc?.pid);
+    const createdMonitors = await daemon.conmonPids();
+    const createdMonitorRss = await Promise.all(createdMonitors.map((pid) => rssKiB(pid)));
 
     const removePodMs: number[] = [];
     for (const pod of pods) removePodMs.push((await timed(() => removePod(pod)))[1]);
@@ -328,7 +263,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
-  console.error(err);
-  process.exitCode = 1;
-});
+runBench(main);

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { busyboxLayer, buildLayer, pushImage, type BuiltLayer } from '../test/harness/images.js';
 import { TestDaemon } from '../test/harness/daemon.js';
 import { startRegistry } from '../test/harness/registry.js';
+import { runBench } from './run.js';
 import { figures, line, timed } from './stats.js';
 
 async function main(): Promise<void> {
@@ -62,7 +63,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
-  console.error(err);
-  process.exitCode = 1;
-});
+runBench(main);

@@ -2,16 +2,10 @@
  * Pod sandbox figures against a real berthd, bridge CNI and runc. Prints numbers; never fails on
  * time. Usage: node dist/bench/sandbox.js [N]   (default 20 pods)
  */
-import { readFile } from 'node:fs/promises';
 import { TestDaemon, podConfig } from '../test/harness/daemon.js';
+import { rssKiB } from '../test/harness/memory.js';
+import { runBench } from './run.js';
 import { figures, line, timed } from './stats.js';
-
-async function rssMiB(pid: number | undefined): Promise<number> {
-  if (!pid) return NaN;
-  const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN);
-  return kb / 1024;
-}
 
 async function main(): Promise<void> {
   const n = Number(process.argv[2] ?? 20);
@@ -48,7 +42,7 @@ async function main(): Promise<void> {
         ),
       ),
     );
-    const rss = await rssMiB(daemon.proc?.pid);
+    const rss = (await rssKiB(daemon.proc?.pid)) / 1024;
 
     await daemon.stop();
     const [, recoveryMs] = await timed(() => daemon.start());
@@ -70,7 +64,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
-  console.error(err);
-  process.exitCode = 1;
-});
+runBench(main);

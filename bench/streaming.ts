@@ -18,10 +18,12 @@ import { join } from 'node:path';
 import type { SpdyConnection, SpdyStream } from '../src/spdy/connection.js';
 import { CriClient } from '../test/harness/client.js';
 import { TestDaemon, podConfig } from '../test/harness/daemon.js';
-import { buildLayer, busyboxEntries, pushImage, type LayerEntry } from '../test/harness/images.js';
-import { startRegistry, type TestRegistry } from '../test/harness/registry.js';
+import { busyboxLayer, pushImage, type LayerEntry } from '../test/harness/images.js';
 import { watchRss } from '../test/harness/memory.js';
+import { runPod, startContainer, type Pod } from '../test/harness/pods.js';
+import { startRegistry, type TestRegistry } from '../test/harness/registry.js';
 import { spdyConnect, spdyRemoteCommand } from '../test/harness/streaming.js';
+import { envCount, runBench } from './run.js';
 import { figures, line, timed, type Figures } from './stats.js';
 
 const EXTRA_APPLETS = ['httpd', 'yes'];
@@ -87,11 +89,6 @@ interface Results {
   reused: number[];
 }
 
-function envCount(name: string, fallback: number): number {
-  const value = Number(process.env[name]);
-  return Number.isInteger(value) && value > 0 ? value : fallback;
-}
-
 function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
@@ -133,31 +130,21 @@ async function prepare(ep: Endpoint, tag: string): Promise<Workloads> {
     await ep.cri.callImage('PullImage', { image: { image: ep.image } });
     ep.pulledImage = true;
   }
-  const runPod = async (name: string): Promise<{ id: string; config: Record<string, unknown> }> => {
+  const runNamedPod = async (name: string): Promise<Pod> => {
     const logDirectory = join(ep.logDir, name);
     // kubelet makes the pod log directory, not the runtime; some runtimes refuse to start without it.
     await mkdir(logDirectory, { recursive: true });
-    const config = podConfig(`stream-${name}-${tag}`, { log_directory: logDirectory });
-    const { pod_sandbox_id: id } = await ep.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config });
-    ep.pods.push(id);
-    return { id, config };
+    const pod = await runPod(ep.cri, podConfig(`stream-${name}-${tag}`, { log_directory: logDirectory }));
+    ep.pods.push(pod.id);
+    return pod;
   };
-  const start = async (
-    pod: { id: string; config: Record<string, unknown> },
-    name: string,
-    command: string[],
-  ): Promise<string> => {
-    const { container_id: id } = await ep.cri.call<{ container_id: string }>('CreateContainer', {
-      pod_sandbox_id: pod.id,
-      config: { metadata: { name }, image: { image: ep.image }, command, log_path: `${name}.log` },
-      sandbox_config: pod.config,
-    });
-    await ep.cri.call('StartContainer', { container_id: id });
-    return id;
+  const start = (pod: Pod, name: string, command: string[]): Promise<string> => {
+    const config = { metadata: { name }, image: { image: ep.image }, command, log_path: `${name}.log` };
+    return startContainer(ep.cri, pod, config);
   };
-  const shell = await runPod('exec');
+  const shell = await runNamedPod('exec');
   const execId = await start(shell, 'sleeper', ['/bin/sleep', '100000']);
-  const web = await runPod('web');
+  const web = await runNamedPod('web');
   await start(web, 'httpd', ['/bin/httpd', '-f', '-p', '80', '-h', '/www']);
   return { execId, webPod: web.id };
 }
@@ -429,14 +416,12 @@ async function main(): Promise<void> {
   try {
     other = await compareEndpoint();
     registry = await startRegistry();
-    const entries: LayerEntry[] = [
-      ...busyboxEntries(),
-      ...EXTRA_APPLETS.map((a): LayerEntry => ({ type: 'symlink', path: `bin/${a}`, target: 'busybox' })),
+    const www: LayerEntry[] = [
       { type: 'dir', path: 'www' },
       { type: 'file', path: 'www/index.html', content: PAGE },
     ];
     const image = await pushImage(registry, 'bench/streaming', '1', {
-      layers: [await buildLayer(entries, 'gzip')],
+      layers: [await busyboxLayer('gzip', { applets: EXTRA_APPLETS, entries: www })],
       config: { Cmd: ['/bin/sleep', '1000'], WorkingDir: '/', Env: ['PATH=/bin'] },
     });
     daemon = await TestDaemon.create({ cni: 'bridge' });
@@ -508,7 +493,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
-  console.error(err);
-  process.exitCode = 1;
-});
+runBench(main);

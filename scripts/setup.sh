@@ -68,8 +68,10 @@ else
 fi
 
 # --- build ------------------------------------------------------------------------------------
-say "building (tsc)"
-npx --no-install tsc -p tsconfig.json
+# The CRI wire types are generated from proto/ by every build rather than committed, so they
+# cannot go stale (npm run build: npm run generate, then tsc).
+say "building (wire types from proto/, then tsc)"
+npm run --silent build
 
 # Drop compiled files whose source is gone, so a deleted test or module cannot linger in dist/.
 for out in dist/src dist/state dist/test dist/bench; do

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-import { ConfigError, loadConfig } from './config/load.js';
-import { startDaemon } from './daemon.js';
+import { ConfigError } from './config/error.js';
+import { loadConfig } from './config/load.js';
 import { errorMessage } from './errors.js';
 import { createLogger } from './log.js';
 
@@ -29,6 +29,8 @@ async function main(): Promise<number> {
     logger.error({ err: errorMessage(reason) }, 'unhandled rejection'),
   );
 
+  // Loaded only to run: --help and friends answer without loading gRPC, SQLite and the rest.
+  const { startDaemon } = await import('./daemon.js');
   const daemon = await startDaemon(config, logger, {
     ...(process.env.BERTH_TEST_PAUSE_BEFORE_STEP
       ? { pauseBeforeStep: process.env.BERTH_TEST_PAUSE_BEFORE_STEP }

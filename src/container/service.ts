@@ -22,11 +22,13 @@ import type { Runc } from '../oci/runc.js';
 import type { Process, Spec } from '../oci/spec.js';
 import { linuxResources } from '../oci/container.js';
 import { isRunning } from '../process/index.js';
+import { cgroupsPath } from '../oci/cgroups.js';
+import { KeyedLock } from '../operation/lock.js';
+import { findByIdOrPrefix, matchesLabels, type RecordKind } from '../operation/lookup.js';
+import { pauseIfAsked } from '../operation/pause.js';
+import { Steps } from '../operation/steps.js';
 import type { PodGate } from '../sandbox/gate.js';
-import { KeyedLock } from '../sandbox/lock.js';
-import { cgroupsPath } from '../sandbox/service.js';
-import { Steps, pauseIfAsked } from '../sandbox/steps.js';
-import { findSandbox, matchesLabels } from '../sandbox/lookup.js';
+import { findSandbox } from '../sandbox/lookup.js';
 import type { SandboxSpec } from '../sandbox/types.js';
 import { readCgroupStats } from '../stats/cgroup.js';
 import { directoryUsage } from '../stats/disk.js';
@@ -635,23 +637,21 @@ export class ContainerService {
   }
 
   private resolve(idOrPrefix: string): ContainerRow {
-    const row = this.resolveOptional(idOrPrefix);
-    if (!row) throw new NotFoundError('container', idOrPrefix);
-    return row;
+    return findByIdOrPrefix(this.deps.store.containers, idOrPrefix, CONTAINER, false);
   }
 
-  /** Exact id, or a unique prefix of one (crictl shows and accepts truncated ids). */
   private resolveOptional(idOrPrefix: string): ContainerRow | undefined {
-    const { store } = this.deps;
-    const exact = store.containers.get(idOrPrefix);
-    if (exact) return exact.state === 'CREATING' ? undefined : exact;
-    const matches = store.containers.findByIdPrefix(idOrPrefix).filter((r) => r.state !== 'CREATING');
-    if (matches.length > 1) {
-      throw new InvalidArgumentError('container_id', `"${idOrPrefix}" matches ${matches.length} containers`);
-    }
-    return matches[0];
+    return findByIdOrPrefix(this.deps.store.containers, idOrPrefix, CONTAINER, true);
   }
 }
+
+/** A container row is the create's journal: until the create is done, clients do not see it. */
+const CONTAINER: RecordKind<ContainerRow> = {
+  field: 'container_id',
+  noun: 'container',
+  plural: 'containers',
+  hidden: (row) => row.state === 'CREATING',
+};
 
 /** Where each exec's process file, pid file and runc log live while it runs; swept at start-up. */
 export function execDirs(config: BerthConfig): string {

@@ -1,125 +1,20 @@
-/**
- * A container as the domain sees it: a validated, normalised form of the CRI ContainerConfig.
- * src/cri builds it from a request; it is stored as JSON with the container row so that Status,
- * restarts and UpdateContainerResources see exactly what the container was created with.
- */
-import type { NamespaceMode } from '../sandbox/types.js';
+/** What the container service reports and filters by; the stored container itself is src/model/container.ts. */
+import type { ContainerMetadata, ContainerMount, ContainerResources } from '../model/container.js';
 
-export interface ContainerMetadata {
-  name: string;
-  attempt: number;
-}
-
-export interface KeyValue {
-  key: string;
-  value: string;
-}
-
-/** CRI MountPropagation: PRIVATE, HOST_TO_CONTAINER (rslave), BIDIRECTIONAL (rshared). */
-export type MountPropagation = 'PRIVATE' | 'HOST_TO_CONTAINER' | 'BIDIRECTIONAL';
-
-export interface ContainerMount {
-  /** Absolute, inside the container. */
-  containerPath: string;
-  /** Absolute, on the host. A symlink is resolved when the spec is built. */
-  hostPath: string;
-  readonly: boolean;
-  /** Read-only all the way down (submounts too); needs readonly and PRIVATE propagation. */
-  recursiveReadOnly: boolean;
-  selinuxRelabel: boolean;
-  propagation: MountPropagation;
-}
-
-export interface DeviceMapping {
-  containerPath: string;
-  hostPath: string;
-  /** cgroup permissions: some of "r", "w", "m"; "" means "rwm". */
-  permissions: string;
-}
-
-/** Seccomp and AppArmor profiles as CRI's SecurityProfile names them. */
-export type SecurityProfile =
-  | { kind: 'RuntimeDefault' }
-  | { kind: 'Unconfined' }
-  /** `path` is absolute on the host (seccomp: a JSON profile file; AppArmor: a loaded profile name). */
-  | { kind: 'Localhost'; path: string };
-
-export interface HugepageLimit {
-  /** e.g. "2MB", "1GB" as kubelet sends it. */
-  pageSize: string;
-  limit: number;
-}
-
-/** Zero means "not set" for every number, as in CRI's LinuxContainerResources. */
-export interface ContainerResources {
-  cpuPeriod: number;
-  cpuQuota: number;
-  cpuShares: number;
-  memoryLimitBytes: number;
-  /** Before clamping to what this host allows. */
-  oomScoreAdj: number;
-  cpusetCpus: string;
-  cpusetMems: string;
-  hugepageLimits: HugepageLimit[];
-  /** cgroup v2 files and values. */
-  unified: Record<string, string>;
-  memorySwapLimitBytes: number;
-}
-
-export interface ContainerNamespaces {
-  network: NamespaceMode;
-  pid: NamespaceMode;
-  ipc: NamespaceMode;
-  /** The container whose pid namespace a TARGET pid mode joins. */
-  targetId: string;
-}
-
-export interface ContainerSecurity {
-  /** Capability names without the CAP_ prefix, upper case, or "ALL". */
-  addCapabilities: string[];
-  dropCapabilities: string[];
-  addAmbientCapabilities: string[];
-  privileged: boolean;
-  namespaces: ContainerNamespaces;
-  runAsUser: number | null;
-  /** '' when not set. Exclusive with runAsUser. */
-  runAsUsername: string;
-  /** Only valid together with runAsUser or runAsUsername (CRI rejects it alone). */
-  runAsGroup: number | null;
-  readonlyRootfs: boolean;
-  supplementalGroups: number[];
-  noNewPrivs: boolean;
-  /** null: the runtime's defaults; [] (with privileged or procMount Unmasked): none. */
-  maskedPaths: string[] | null;
-  readonlyPaths: string[] | null;
-  seccomp: SecurityProfile;
-  apparmor: SecurityProfile;
-}
-
-export interface ContainerSpec {
-  metadata: ContainerMetadata;
-  /** The image as the request named it (kubelet sends the image id here). */
-  image: string;
-  /** The image as the pod spec names it (kubelet's user_specified_image), '' when not sent. */
-  userSpecifiedImage: string;
-  /** Overrides the image's Entrypoint when non-empty. */
-  command: string[];
-  /** Overrides the image's Cmd when non-empty. */
-  args: string[];
-  workingDir: string;
-  envs: KeyValue[];
-  mounts: ContainerMount[];
-  devices: DeviceMapping[];
-  labels: Record<string, string>;
-  annotations: Record<string, string>;
-  /** Relative to the sandbox's log_directory; '' means no log file. */
-  logPath: string;
-  stdin: boolean;
-  stdinOnce: boolean;
-  tty: boolean;
-  resources: ContainerResources;
-  security: ContainerSecurity;
-}
+// Moved to src/model/container.ts; re-exported until importers move there.
+export type {
+  ContainerMetadata,
+  ContainerMount,
+  ContainerNamespaces,
+  ContainerResources,
+  ContainerSecurity,
+  ContainerSpec,
+  DeviceMapping,
+  HugepageLimit,
+  KeyValue,
+  MountPropagation,
+  SecurityProfile,
+} from '../model/container.js';
 
 export type ContainerStateName =
   'CONTAINER_CREATED' | 'CONTAINER_RUNNING' | 'CONTAINER_EXITED' | 'CONTAINER_UNKNOWN';

@@ -15,13 +15,16 @@ import type {
   MountPropagation,
   SecurityProfile,
 } from '../container/types.js';
-import type { NamespaceMode } from '../sandbox/types.js';
-import type { UnaryTable } from './handler.js';
+import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
+import type { UnaryHandlers } from './handler.js';
+import { jsonInfo, type Received, type Sent } from './messages.js';
 import {
   MAX_ENV_BYTES,
   MAX_ENV_ENTRIES,
   boundedMap,
   int64Id,
+  namespaceMode,
+  oneOf,
   requireId,
   requireSafeName,
   requireString,
@@ -40,73 +43,50 @@ import {
   unifiedKey,
   userName,
 } from './validate-container.js';
-import type {
-  ContainerIdRequest,
-  ContainerStatusRequest,
-  ContainerStatusResponse,
-  CreateContainerRequest,
-  ExecSyncRequest,
-  ExecSyncResponse,
-  ListContainerStatsRequest,
-  ListContainersRequest,
-  StopContainerRequest,
-  UpdateContainerResourcesRequest,
-  WireContainer,
-  WireContainerNamespaceOption,
-  WireContainerStats,
-  WireContainerStatus,
-  WireDevice,
-  WireKeyValue,
-  WireLinuxContainerResources,
-  WireLinuxContainerSecurityContext,
-  WireMount,
-  WireSecurityProfile,
-} from './wire-container.js';
-
-export function containerHandlers(containers: ContainerService): UnaryTable {
+export function containerHandlers(containers: ContainerService) {
   return {
-    CreateContainer: async (req: CreateContainerRequest) => {
+    CreateContainer: async (req) => {
       const spec = toContainerSpec(req);
       return { container_id: await containers.create(req.pod_sandbox_id, spec) };
     },
-    StartContainer: async (req: ContainerIdRequest) => {
+    StartContainer: async (req) => {
       await containers.start(requireId('container_id', req.container_id));
       return {};
     },
-    StopContainer: async (req: StopContainerRequest) => {
+    StopContainer: async (req) => {
       const id = requireId('container_id', req.container_id);
       await containers.stop(id, seconds('timeout', req.timeout));
       return {};
     },
-    RemoveContainer: async (req: ContainerIdRequest) => {
+    RemoveContainer: async (req) => {
       await containers.remove(requireId('container_id', req.container_id));
       return {};
     },
-    ListContainers: async (req: ListContainersRequest) => ({
+    ListContainers: async (req) => ({
       containers: containers.list(toListFilter(req)).map(toWireContainer),
     }),
-    ContainerStatus: async (req: ContainerStatusRequest): Promise<ContainerStatusResponse> => {
+    ContainerStatus: async (req) => {
       const { view, info } = await containers.status(
         requireId('container_id', req.container_id),
         req.verbose,
       );
       return {
         status: toWireContainerStatus(view),
-        info: req.verbose && info ? { info: JSON.stringify(info) } : {},
+        info: jsonInfo('info', req.verbose ? info : undefined),
       };
     },
-    UpdateContainerResources: async (req: UpdateContainerResourcesRequest) => {
+    UpdateContainerResources: async (req) => {
       const id = requireId('container_id', req.container_id);
       // Windows resources are ignored; without Linux ones there is nothing berth could apply.
       if (!req.linux) throw new InvalidArgumentError('linux', 'is required');
       await containers.updateResources(id, toResources('linux', req.linux));
       return {};
     },
-    ReopenContainerLog: async (req: ContainerIdRequest) => {
+    ReopenContainerLog: async (req) => {
       await containers.reopenLog(requireId('container_id', req.container_id));
       return {};
     },
-    ExecSync: async (req: ExecSyncRequest, { signal }): Promise<ExecSyncResponse> => {
+    ExecSync: async (req, { signal }) => {
       const id = requireId('container_id', req.container_id);
       const cmd = toCmd(req.cmd);
       const timeout = seconds('timeout', req.timeout);
@@ -122,18 +102,18 @@ export function containerHandlers(containers: ContainerService): UnaryTable {
       }
       return { stdout: result.stdout, stderr: result.stderr, exit_code: result.exitCode };
     },
-    ContainerStats: async (req: ContainerIdRequest) => ({
+    ContainerStats: async (req) => ({
       stats: toWireStats(await containers.stats(requireId('container_id', req.container_id))),
     }),
-    ListContainerStats: async (req: ListContainerStatsRequest) => ({
+    ListContainerStats: async (req) => ({
       stats: (await containers.listStats(toStatsFilter(req))).map(toWireStats),
     }),
-  };
+  } satisfies UnaryHandlers<RuntimeServiceHandlers>;
 }
 
 // --- CreateContainer ------------------------------------------------------------------------------
 
-export function toContainerSpec(req: CreateContainerRequest): ContainerSpec {
+export function toContainerSpec(req: Received<'CreateContainerRequest'>): ContainerSpec {
   requireId('pod_sandbox_id', req.pod_sandbox_id);
   const config = req.config;
   if (!config) throw new InvalidArgumentError('config', 'is required');
@@ -197,7 +177,7 @@ function toArgv(command: string[], args: string[]): { command: string[]; args: s
   };
 }
 
-function toEnvs(envs: WireKeyValue[]): KeyValue[] {
+function toEnvs(envs: Received<'KeyValue'>[]): KeyValue[] {
   // Checked before any entry is looked at: 100,000 entries took 11 s to refuse one by one.
   if (envs.length > MAX_ENV_ENTRIES) {
     throw new InvalidArgumentError('config.envs', `has ${envs.length} entries; at most ${MAX_ENV_ENTRIES}`);
@@ -213,7 +193,7 @@ function toEnvs(envs: WireKeyValue[]): KeyValue[] {
   });
 }
 
-function toEnv(field: string, kv: WireKeyValue): KeyValue {
+function toEnv(field: string, kv: Received<'KeyValue'>): KeyValue {
   const key = requireString(`${field}.key`, kv.key);
   if (key.includes('=')) throw new InvalidArgumentError(`${field}.key`, `"${key}" must not contain "="`);
   noNul(`${field}.key`, key);
@@ -226,7 +206,7 @@ const PROPAGATIONS: Record<string, MountPropagation> = {
   PROPAGATION_BIDIRECTIONAL: 'BIDIRECTIONAL',
 };
 
-function toMount(field: string, m: WireMount): ContainerMount {
+function toMount(field: string, m: Received<'Mount'>): ContainerMount {
   if (m.image?.image) {
     throw new InvalidArgumentError(`${field}.image`, 'image volumes are not supported by berth');
   }
@@ -255,7 +235,7 @@ function toMount(field: string, m: WireMount): ContainerMount {
   };
 }
 
-function toDevice(field: string, d: WireDevice): DeviceMapping {
+function toDevice(field: string, d: Received<'Device'>): DeviceMapping {
   return {
     containerPath: absolutePath(`${field}.container_path`, d.container_path, false),
     hostPath: absolutePath(`${field}.host_path`, d.host_path, false),
@@ -284,7 +264,10 @@ export function emptyResources(): ContainerResources {
 }
 
 /** Ranges are the kernel's (CFS period 1ms..1s, quota at least 1ms, shares up to 262144). */
-export function toResources(field: string, r: WireLinuxContainerResources | null): ContainerResources {
+export function toResources(
+  field: string,
+  r: Received<'LinuxContainerResources'> | null,
+): ContainerResources {
   if (!r) return emptyResources();
   const cpuPeriod = int64InRange(`${field}.cpu_period`, r.cpu_period, 0, 1_000_000);
   if (cpuPeriod > 0 && cpuPeriod < 1000) {
@@ -324,7 +307,7 @@ function cpuShares(field: string, value: string): number {
 }
 
 /** The memory+swap limit includes memory: set below the memory limit, the kernel refuses it. */
-function swapLimit(field: string, r: WireLinuxContainerResources): number {
+function swapLimit(field: string, r: Received<'LinuxContainerResources'>): number {
   const swap = int64InRange(`${field}.memory_swap_limit_in_bytes`, r.memory_swap_limit_in_bytes, -1, MAX);
   const memory = Number(r.memory_limit_in_bytes);
   if (swap > 0 && memory > 0 && swap < memory) {
@@ -366,7 +349,7 @@ function toUnified(field: string, unified: Record<string, string>): Record<strin
 
 const SECURITY = 'config.linux.security_context';
 
-function toSecurity(sc: WireLinuxContainerSecurityContext | null): ContainerSecurity {
+function toSecurity(sc: Received<'LinuxContainerSecurityContext'> | null): ContainerSecurity {
   const caps = sc?.capabilities ?? null;
   const capList = (name: string, list: string[] | undefined): string[] =>
     (list ?? []).map((c, i) => capabilityName(`${SECURITY}.capabilities.${name}[${i}]`, c));
@@ -425,16 +408,10 @@ function pathList(field: string, paths: string[]): string[] | null {
   return paths.map((p, i) => absolutePath(`${field}[${i}]`, p, true));
 }
 
-const NAMESPACE_MODES: readonly NamespaceMode[] = ['POD', 'CONTAINER', 'NODE', 'TARGET'];
-
-function toNamespaces(options: WireContainerNamespaceOption | null): ContainerNamespaces {
+function toNamespaces(options: Received<'NamespaceOption'> | null): ContainerNamespaces {
   const base = `${SECURITY}.namespace_options`;
-  const mode = (name: 'network' | 'pid' | 'ipc'): NamespaceMode => {
-    const value = options?.[name] || 'POD';
-    const m = value as NamespaceMode;
-    if (!NAMESPACE_MODES.includes(m)) {
-      throw new InvalidArgumentError(`${base}.${name}`, `unknown namespace mode "${value}"`);
-    }
+  const mode = (name: 'network' | 'pid' | 'ipc') => {
+    const m = namespaceMode(`${base}.${name}`, options?.[name] ?? '');
     // kubelet only targets another container's pid namespace (ephemeral debug containers).
     if (m === 'TARGET' && name !== 'pid') {
       throw new InvalidArgumentError(`${base}.${name}`, 'TARGET is only valid for the pid namespace');
@@ -469,7 +446,11 @@ const LOCALHOST_PREFIX = 'localhost/';
  * AppArmor is RuntimeDefault (the CRI: runtime/default is "equivalent to not specifying a profile";
  * containerd applies its default profile when the host has AppArmor).
  */
-function toProfile(kind: ProfileKind, profile: WireSecurityProfile | null, legacy: string): SecurityProfile {
+function toProfile(
+  kind: ProfileKind,
+  profile: Received<'SecurityProfile'> | null,
+  legacy: string,
+): SecurityProfile {
   if (profile) return fromSecurityProfile(kind, `${SECURITY}.${kind}`, profile);
   const legacyField = kind === 'seccomp' ? 'seccomp_profile_path' : 'apparmor_profile';
   const fromLegacy = fromLegacyProfile(kind, `${SECURITY}.${legacyField}`, legacy);
@@ -480,7 +461,7 @@ function toProfile(kind: ProfileKind, profile: WireSecurityProfile | null, legac
 function fromSecurityProfile(
   kind: ProfileKind,
   field: string,
-  profile: WireSecurityProfile,
+  profile: Received<'SecurityProfile'>,
 ): SecurityProfile {
   const type = profile.profile_type || 'RuntimeDefault';
   switch (type) {
@@ -539,23 +520,19 @@ const CONTAINER_STATES: readonly ContainerStateName[] = [
   'CONTAINER_UNKNOWN',
 ];
 
-export function toListFilter(req: ListContainersRequest): ContainerFilter {
+export function toListFilter(req: Received<'ListContainersRequest'>): ContainerFilter {
   const f = req.filter;
   if (!f) return {};
-  let state: ContainerStateName | undefined;
-  if (f.state) {
-    state = f.state.state as ContainerStateName;
-    if (!CONTAINER_STATES.includes(state)) {
-      throw new InvalidArgumentError('filter.state.state', `unknown container state "${f.state.state}"`);
-    }
-  }
+  const state = f.state
+    ? oneOf('filter.state.state', f.state.state, CONTAINER_STATES, 'container state')
+    : undefined;
   return {
     ...commonFilter(f.id, f.pod_sandbox_id, f.label_selector),
     ...(state ? { state } : {}),
   };
 }
 
-export function toStatsFilter(req: ListContainerStatsRequest): ContainerFilter {
+export function toStatsFilter(req: Received<'ListContainerStatsRequest'>): ContainerFilter {
   const f = req.filter;
   return f ? commonFilter(f.id, f.pod_sandbox_id, f.label_selector) : {};
 }
@@ -574,7 +551,7 @@ function commonFilter(
 
 // --- Views to the wire ----------------------------------------------------------------------------
 
-export function toWireContainer(view: ContainerView): WireContainer {
+export function toWireContainer(view: ContainerView) {
   return {
     id: view.id,
     pod_sandbox_id: view.podSandboxId,
@@ -588,10 +565,10 @@ export function toWireContainer(view: ContainerView): WireContainer {
     labels: view.labels,
     annotations: view.annotations,
     image_id: view.imageId,
-  };
+  } satisfies Sent<'Container'>;
 }
 
-export function toWireContainerStatus(view: ContainerView): WireContainerStatus {
+export function toWireContainerStatus(view: ContainerView) {
   return {
     id: view.id,
     metadata: { name: view.metadata.name, attempt: view.metadata.attempt },
@@ -624,10 +601,10 @@ export function toWireContainerStatus(view: ContainerView): WireContainerStatus 
         supplemental_groups: view.user.supplementalGroups.map(String),
       },
     },
-  };
+  } satisfies Sent<'ContainerStatus'>;
 }
 
-export function toWireResources(r: ContainerResources): WireLinuxContainerResources {
+export function toWireResources(r: ContainerResources) {
   return {
     cpu_period: String(r.cpuPeriod),
     cpu_quota: String(r.cpuQuota),
@@ -639,10 +616,10 @@ export function toWireResources(r: ContainerResources): WireLinuxContainerResour
     hugepage_limits: r.hugepageLimits.map((h) => ({ page_size: h.pageSize, limit: String(h.limit) })),
     unified: r.unified,
     memory_swap_limit_in_bytes: String(r.memorySwapLimitBytes),
-  };
+  } satisfies Sent<'LinuxContainerResources'>;
 }
 
-export function toWireStats(s: ContainerStatsView): WireContainerStats {
+export function toWireStats(s: ContainerStatsView) {
   return {
     attributes: {
       id: s.id,
@@ -671,5 +648,5 @@ export function toWireStats(s: ContainerStatsView): WireContainerStats {
           inodes_used: { value: s.writableLayer.inodesUsed },
         }
       : null,
-  };
+  } satisfies Sent<'ContainerStats'>;
 }

@@ -1,47 +1,21 @@
 import { InvalidArgumentError } from '../errors.js';
 import type { ImageService, ImageView } from '../image/service.js';
 import type { RegistryCredentials } from '../registry/client.js';
-import type { UnaryHandler, UnaryTable } from './handler.js';
+import type { ImageServiceHandlers } from './generated/runtime/v1/ImageService.js';
+import type { UnaryHandlers } from './handler.js';
+import type { Received, Sent } from './messages.js';
 import { requireString } from './validate.js';
 
-interface WireImageSpec {
-  image: string;
-}
-
-interface WireAuthConfig {
-  username: string;
-  password: string;
-  auth: string;
-  server_address: string;
-  identity_token: string;
-  registry_token: string;
-}
-
-interface PullImageRequest {
-  image: WireImageSpec | null;
-  auth: WireAuthConfig | null;
-}
-
-interface ImageSpecRequest {
-  image: WireImageSpec | null;
-  verbose?: boolean;
-}
-
-interface ListImagesRequest {
-  filter: { image: WireImageSpec | null } | null;
-}
-
-export function imageHandlers(images: ImageService): UnaryTable {
-  const pull: UnaryHandler<PullImageRequest, unknown> = async (req, { signal }) => ({
-    image_ref: await images.pull(
-      requireString('image.image', req.image?.image),
-      toCredentials(req.auth),
-      signal,
-    ),
-  });
+export function imageHandlers(images: ImageService) {
   return {
-    PullImage: pull,
-    ImageStatus: async (req: ImageSpecRequest) => {
+    PullImage: async (req, { signal }) => ({
+      image_ref: await images.pull(
+        requireString('image.image', req.image?.image),
+        toCredentials(req.auth),
+        signal,
+      ),
+    }),
+    ImageStatus: async (req) => {
       const image = requireString('image.image', req.image?.image);
       const view = images.status(image);
       return {
@@ -49,10 +23,10 @@ export function imageHandlers(images: ImageService): UnaryTable {
         info: view && req.verbose ? images.verboseInfo(image) : {},
       };
     },
-    ListImages: async (req: ListImagesRequest) => ({
+    ListImages: async (req) => ({
       images: images.list(req.filter?.image?.image || undefined).map(toWireImage),
     }),
-    RemoveImage: async (req: ImageSpecRequest) => {
+    RemoveImage: async (req) => {
       await images.remove(requireString('image.image', req.image?.image));
       return {};
     },
@@ -70,14 +44,14 @@ export function imageHandlers(images: ImageService): UnaryTable {
         container_filesystems: [],
       };
     },
-  };
+  } satisfies UnaryHandlers<ImageServiceHandlers>;
 }
 
 /** Tokens go into an Authorization header as they are: visible ASCII only. */
 const HEADER_TOKEN = /^[\x21-\x7e]*$/;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
-function toCredentials(auth: WireAuthConfig | null): RegistryCredentials | undefined {
+function toCredentials(auth: Received<'AuthConfig'> | null): RegistryCredentials | undefined {
   if (!auth) return undefined;
   for (const field of ['identity_token', 'registry_token'] as const) {
     if (!HEADER_TOKEN.test(auth[field])) {
@@ -110,5 +84,5 @@ function toWireImage(view: ImageView) {
     username: view.username,
     spec: { image: view.id },
     pinned: view.pinned,
-  };
+  } satisfies Sent<'Image'>;
 }

@@ -1,16 +1,23 @@
-import { loadPackageDefinition, type GrpcObject, type ServiceDefinition } from '@grpc/grpc-js';
-import { loadSync } from '@grpc/proto-loader';
+import type { ServiceDefinition } from '@grpc/grpc-js';
+import { loadSync, type MethodDefinition, type PackageDefinition } from '@grpc/proto-loader';
 import { fileURLToPath } from 'node:url';
 
 /** From dist/src/cri (or src/cri) up to the package root, where proto/ lives. */
 export const PROTO_PATH = fileURLToPath(new URL('../../../proto/runtime/v1/api.proto', import.meta.url));
 
-export interface CriServices {
-  runtime: ServiceDefinition;
-  image: ServiceDefinition;
+export interface CriServices<Service> {
+  runtime: Service;
+  image: Service;
 }
 
-/** int64 nanosecond timestamps lose precision as JS numbers, so longs travel as strings. */
+/** A service as the proto declares it: its methods by rpc name. */
+export type ServiceMethods = Record<string, MethodDefinition<object, object>>;
+
+/**
+ * int64 nanosecond timestamps lose precision as JS numbers, so longs travel as strings. `npm run
+ * generate` makes the wire types with the same options (test/unit/cri-messages.test.ts holds them
+ * together), so the types say what decoding really yields.
+ */
 export const PROTO_LOADER_OPTIONS = {
   keepCase: true,
   longs: String,
@@ -19,13 +26,23 @@ export const PROTO_LOADER_OPTIONS = {
   oneofs: true,
 } as const;
 
-export function loadCriServices(protoPath = PROTO_PATH): CriServices {
+/** The services as the proto defines them, for clients. */
+export function loadCriDefinitions(protoPath = PROTO_PATH): CriServices<ServiceMethods> {
   const definition = loadSync(protoPath, PROTO_LOADER_OPTIONS);
-  const pkg = loadPackageDefinition(definition);
-  const v1 = (pkg.runtime as GrpcObject).v1 as GrpcObject;
-  const service = (name: string): ServiceDefinition =>
-    tolerateMalformed((v1[name] as unknown as { service: ServiceDefinition }).service);
-  return { runtime: service('RuntimeService'), image: service('ImageService') };
+  return { runtime: service(definition, 'RuntimeService'), image: service(definition, 'ImageService') };
+}
+
+/** The services as berthd serves them: a request that does not decode still reaches the handler wrapper. */
+export function loadCriServices(protoPath = PROTO_PATH): CriServices<ServiceDefinition> {
+  const { runtime, image } = loadCriDefinitions(protoPath);
+  return { runtime: tolerateMalformed(runtime), image: tolerateMalformed(image) };
+}
+
+function service(definition: PackageDefinition, name: string): ServiceMethods {
+  const found = definition[`runtime.v1.${name}`];
+  // Messages and enums carry a format; a service is its methods alone.
+  if (!found || 'format' in found) throw new Error(`the CRI proto has no service runtime.v1.${name}`);
+  return found;
 }
 
 /** What a request that could not be decoded becomes; the handler wrapper answers it. */
@@ -40,8 +57,8 @@ export class MalformedRequest {
  * grpc-js answers a request whose bytes do not decode with INTERNAL before any handler runs; the
  * client sent it, so it is INVALID_ARGUMENT. Decoding failures become a MalformedRequest instead.
  */
-function tolerateMalformed(service: ServiceDefinition): ServiceDefinition {
-  const out: Record<string, ServiceDefinition[string]> = {};
+function tolerateMalformed(service: ServiceMethods): ServiceMethods {
+  const out: ServiceMethods = {};
   for (const [rpc, method] of Object.entries(service)) {
     const decode = method.requestDeserialize;
     const message = `${rpc} request`;

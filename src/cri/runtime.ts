@@ -1,14 +1,15 @@
 import type { BerthConfig } from '../config/types.js';
 import type { SandboxService } from '../sandbox/service.js';
 import { BERTH_VERSION } from '../version.js';
-import type { UnaryTable } from './handler.js';
+import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
+import type { UnaryHandlers } from './handler.js';
+import { jsonInfo } from './messages.js';
 import { RUNTIME_HANDLERS } from './sandbox.js';
-import type { StatusRequest } from './wire.js';
 
 /** The CRI API version kubelet negotiates on; the first field is the kubelet API version it checks. */
 const KUBELET_API_VERSION = '0.1.0';
 
-export function runtimeHandlers(config: BerthConfig, sandboxes: SandboxService): UnaryTable {
+export function runtimeHandlers(config: BerthConfig, sandboxes: SandboxService) {
   return {
     Version: async () => ({
       version: KUBELET_API_VERSION,
@@ -16,7 +17,7 @@ export function runtimeHandlers(config: BerthConfig, sandboxes: SandboxService):
       runtime_version: BERTH_VERSION,
       runtime_api_version: 'v1',
     }),
-    Status: async (req: StatusRequest) => {
+    Status: async (req) => {
       const network = await sandboxes.networkStatus();
       return {
         status: {
@@ -32,7 +33,7 @@ export function runtimeHandlers(config: BerthConfig, sandboxes: SandboxService):
                 },
           ],
         },
-        info: req.verbose ? { config: JSON.stringify(config) } : {},
+        info: jsonInfo('config', req.verbose ? config : undefined),
         runtime_handlers: RUNTIME_HANDLERS.map((name) => ({
           name,
           features: { recursive_read_only_mounts: true, user_namespaces: false },
@@ -43,5 +44,5 @@ export function runtimeHandlers(config: BerthConfig, sandboxes: SandboxService):
     RuntimeConfig: async () => ({
       linux: { cgroup_driver: config.cgroupDriver === 'systemd' ? 'SYSTEMD' : 'CGROUPFS' },
     }),
-  };
+  } satisfies UnaryHandlers<RuntimeServiceHandlers>;
 }

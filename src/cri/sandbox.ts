@@ -2,7 +2,6 @@ import { InvalidArgumentError } from '../errors.js';
 import { nowNanos } from '../time.js';
 import type { SandboxService } from '../sandbox/service.js';
 import type {
-  NamespaceMode,
   PortMapping,
   Protocol,
   SandboxFilter,
@@ -10,10 +9,14 @@ import type {
   SandboxStateName,
   SandboxView,
 } from '../sandbox/types.js';
-import type { UnaryTable } from './handler.js';
+import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
+import type { UnaryHandlers } from './handler.js';
+import { jsonInfo, type Received, type Sent } from './messages.js';
 import {
   int64Id,
   ipAddress,
+  namespaceMode,
+  oneOf,
   optionalAbsolutePath,
   optionalCgroupParent,
   optionalHostname,
@@ -26,48 +29,40 @@ import {
   dnsOption,
   noControlChars,
 } from './validate.js';
-import type {
-  ListPodSandboxRequest,
-  PodSandboxIdRequest,
-  PodSandboxStatusRequest,
-  RunPodSandboxRequest,
-  WireNamespaceOption,
-  WirePodSandboxConfig,
-  WirePortMapping,
-} from './wire.js';
 
 /** Runtime handlers berth accepts: the default ("") and its name for runc. */
 export const RUNTIME_HANDLERS = ['', 'runc'];
 
-export function sandboxHandlers(sandboxes: SandboxService): UnaryTable {
+export function sandboxHandlers(sandboxes: SandboxService) {
   return {
-    RunPodSandbox: async (req: RunPodSandboxRequest) => ({
+    RunPodSandbox: async (req) => ({
       pod_sandbox_id: await sandboxes.run(toSandboxSpec(req)),
     }),
-    StopPodSandbox: async (req: PodSandboxIdRequest) => {
+    StopPodSandbox: async (req) => {
       await sandboxes.stop(requireId('pod_sandbox_id', req.pod_sandbox_id));
       return {};
     },
-    RemovePodSandbox: async (req: PodSandboxIdRequest) => {
+    RemovePodSandbox: async (req) => {
       await sandboxes.remove(requireId('pod_sandbox_id', req.pod_sandbox_id));
       return {};
     },
-    PodSandboxStatus: async (req: PodSandboxStatusRequest) => {
+    PodSandboxStatus: async (req) => {
       const { view, info } = sandboxes.status(requireId('pod_sandbox_id', req.pod_sandbox_id), req.verbose);
       return {
         status: toWireStatus(view),
-        info: info ? { info: JSON.stringify(info) } : {},
+        info: jsonInfo('info', info),
         containers_statuses: [],
         timestamp: nowNanos(),
       };
     },
-    ListPodSandbox: async (req: ListPodSandboxRequest) => ({
-      items: sandboxes.list(toFilter(req)).map(toWireSandbox),
-    }),
-  };
+    ListPodSandbox: async (req) => {
+      const filter = toFilter(req);
+      return { items: filter ? sandboxes.list(filter).map(toWireSandbox) : [] };
+    },
+  } satisfies UnaryHandlers<RuntimeServiceHandlers>;
 }
 
-export function toSandboxSpec(req: RunPodSandboxRequest): SandboxSpec {
+export function toSandboxSpec(req: Received<'RunPodSandboxRequest'>): SandboxSpec {
   const config = req.config;
   if (!config) throw new InvalidArgumentError('config', 'is required');
   const md = config.metadata;
@@ -116,27 +111,25 @@ export function toSandboxSpec(req: RunPodSandboxRequest): SandboxSpec {
   };
 }
 
-const NAMESPACE_MODES: readonly NamespaceMode[] = ['POD', 'CONTAINER', 'NODE', 'TARGET'];
-
-function toNamespaces(options: WireNamespaceOption | null): SandboxSpec['namespaces'] {
-  const mode = (field: string, value: string | undefined): NamespaceMode => {
-    const m = (value || 'POD') as NamespaceMode;
-    if (!NAMESPACE_MODES.includes(m))
-      throw new InvalidArgumentError(field, `unknown namespace mode "${value}"`);
+function toNamespaces(options: Received<'NamespaceOption'> | null): SandboxSpec['namespaces'] {
+  const base = 'config.linux.security_context.namespace_options';
+  const mode = (name: 'network' | 'pid' | 'ipc') => {
+    const m = namespaceMode(`${base}.${name}`, options?.[name] ?? '');
     // A pod's sandbox is the target that TARGET refers to; it cannot itself target something.
-    if (m === 'TARGET') throw new InvalidArgumentError(field, 'TARGET is only valid for containers');
+    if (m === 'TARGET') {
+      throw new InvalidArgumentError(`${base}.${name}`, 'TARGET is only valid for containers');
+    }
     return m;
   };
-  const base = 'config.linux.security_context.namespace_options';
   return {
-    network: mode(`${base}.network`, options?.network),
-    pid: mode(`${base}.pid`, options?.pid),
-    ipc: mode(`${base}.ipc`, options?.ipc),
+    network: mode('network'),
+    pid: mode('pid'),
+    ipc: mode('ipc'),
     targetId: options?.target_id ?? '',
   };
 }
 
-function toDns(config: WirePodSandboxConfig): SandboxSpec['dnsConfig'] {
+function toDns(config: Received<'PodSandboxConfig'>): SandboxSpec['dnsConfig'] {
   const dns = config.dns_config;
   if (!dns) return null;
   // resolv.conf itself reads 3 nameservers and 6 search domains (glibc before 2.26); these bounds
@@ -162,10 +155,8 @@ function toDns(config: WirePodSandboxConfig): SandboxSpec['dnsConfig'] {
 
 const PROTOCOLS: readonly Protocol[] = ['TCP', 'UDP', 'SCTP'];
 
-function toPortMapping(field: string, p: WirePortMapping): PortMapping {
-  const protocol = (p.protocol || 'TCP') as Protocol;
-  if (!PROTOCOLS.includes(protocol))
-    throw new InvalidArgumentError(`${field}.protocol`, `unknown protocol "${p.protocol}"`);
+function toPortMapping(field: string, p: Received<'PortMapping'>): PortMapping {
+  const protocol = oneOf(`${field}.protocol`, p.protocol || 'TCP', PROTOCOLS, 'protocol');
   const containerPort = port(`${field}.container_port`, p.container_port);
   const hostPort = port(`${field}.host_port`, p.host_port);
   if (hostPort > 0 && containerPort === 0) {
@@ -199,7 +190,7 @@ const UTS_SYSCTLS = new Set(['kernel.domainname', 'kernel.hostname']);
 /** More than any pod declares; each mapping becomes iptables rules on the node. */
 const MAX_PORT_MAPPINGS = 1024;
 
-function toPortMappings(mappings: WirePortMapping[]): SandboxSpec['portMappings'] {
+function toPortMappings(mappings: Received<'PortMapping'>[]): SandboxSpec['portMappings'] {
   if (mappings.length > MAX_PORT_MAPPINGS) {
     throw new InvalidArgumentError(
       'config.port_mappings',
@@ -232,10 +223,15 @@ function toSysctls(
   return sysctls;
 }
 
-function toFilter(req: ListPodSandboxRequest): SandboxFilter {
+const SANDBOX_STATES: readonly SandboxStateName[] = ['SANDBOX_READY', 'SANDBOX_NOTREADY'];
+
+/** null: the filter names a state no pod can be in, so it matches none. */
+function toFilter(req: Received<'ListPodSandboxRequest'>): SandboxFilter | null {
   const f = req.filter;
   if (!f) return {};
-  const state = f.state?.state as SandboxStateName | undefined;
+  const wanted = f.state?.state;
+  const state = SANDBOX_STATES.find((s) => s === wanted);
+  if (wanted !== undefined && state === undefined) return null;
   return {
     ...(f.id ? { id: f.id } : {}),
     ...(state ? { state } : {}),
@@ -259,7 +255,7 @@ function toWireStatus(view: SandboxView) {
     ...toWireSandbox(view),
     network: { ip: view.ip, additional_ips: view.additionalIps.map((ip) => ({ ip })) },
     linux: { namespaces: wireNamespaces(view) },
-  };
+  } satisfies Sent<'PodSandboxStatus'>;
 }
 
 function toWireSandbox(view: SandboxView) {
@@ -271,5 +267,5 @@ function toWireSandbox(view: SandboxView) {
     labels: view.labels,
     annotations: view.annotations,
     runtime_handler: view.runtimeHandler,
-  };
+  } satisfies Sent<'PodSandbox'>;
 }

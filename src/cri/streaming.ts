@@ -8,15 +8,10 @@ import { InvalidArgumentError } from '../errors.js';
 import type { SandboxService } from '../sandbox/service.js';
 import type { StreamRequest } from '../streaming/types.js';
 import { toCmd } from './container.js';
-import type { UnaryTable } from './handler.js';
+import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
+import type { UnaryHandlers } from './handler.js';
+import type { Received } from './messages.js';
 import { requireId } from './validate.js';
-import type {
-  AttachRequest,
-  ExecRequest,
-  PortForwardRequest,
-  StreamFlags,
-  StreamUrlResponse,
-} from './wire-container.js';
 
 /** The streaming server, as the RPCs see it: it turns a validated request into a URL. */
 export interface StreamUrls {
@@ -27,20 +22,20 @@ export function streamingHandlers(
   containers: ContainerService,
   sandboxes: SandboxService,
   streams: StreamUrls,
-): UnaryTable {
+) {
   return {
-    Exec: async (req: ExecRequest): Promise<StreamUrlResponse> => {
+    Exec: async (req) => {
       const id = requireId('container_id', req.container_id);
       const cmd = toCmd(req.cmd);
       const flags = streamFlags(req);
       return { url: streams.url({ kind: 'exec', containerId: containers.runningId(id), cmd, ...flags }) };
     },
-    Attach: async (req: AttachRequest): Promise<StreamUrlResponse> => {
+    Attach: async (req) => {
       const id = requireId('container_id', req.container_id);
       const flags = streamFlags(req);
       return { url: streams.url({ kind: 'attach', containerId: containers.runningId(id), ...flags }) };
     },
-    PortForward: async (req: PortForwardRequest): Promise<StreamUrlResponse> => {
+    PortForward: async (req) => {
       const id = requireId('pod_sandbox_id', req.pod_sandbox_id);
       const ports = req.port.map((p, i) => {
         if (!Number.isInteger(p) || p < 1 || p > 65535) {
@@ -50,8 +45,10 @@ export function streamingHandlers(
       });
       return { url: streams.url({ kind: 'portforward', podSandboxId: sandboxes.readyId(id), ports }) };
     },
-  };
+  } satisfies UnaryHandlers<RuntimeServiceHandlers>;
 }
+
+type StreamFlags = Pick<Received<'ExecRequest'>, 'tty' | 'stdin' | 'stdout' | 'stderr'>;
 
 /** kubelet's streaming package refuses the same combinations. */
 function streamFlags(req: StreamFlags): StreamFlags {

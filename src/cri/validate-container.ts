@@ -3,14 +3,7 @@
  * log line points at the exact part of the pod spec that is wrong.
  */
 import { InvalidArgumentError } from '../errors.js';
-
-function hasControlChar(value: string): boolean {
-  for (let i = 0; i < value.length; i++) {
-    const code = value.charCodeAt(i);
-    if (code < 0x20 || code === 0x7f) return true;
-  }
-  return false;
-}
+import { hasControlChar } from './validate.js';
 
 /** execve and the OCI spec cannot carry a NUL: reject it here rather than as an obscure runc error. */
 export function noNul(field: string, value: string): string {

@@ -1,8 +1,9 @@
 import { isIP } from 'node:net';
 import { isAbsolute } from 'node:path';
 import { InvalidArgumentError } from '../errors.js';
+import type { NamespaceMode } from '../sandbox/types.js';
 
-function hasControlChar(value: string): boolean {
+export function hasControlChar(value: string): boolean {
   for (let i = 0; i < value.length; i++) {
     const code = value.charCodeAt(i);
     if (code < 0x20 || code === 0x7f) return true;
@@ -184,4 +185,23 @@ export function sysctlName(field: string, value: string): string {
     throw new InvalidArgumentError(field, `"${value}" is not a sysctl name`);
   }
   return value;
+}
+
+/** A wire enum's value, if it is one of those berth takes: grpc-js hands an unnamed one over as a number. */
+export function oneOf<T extends string>(
+  field: string,
+  value: string | number,
+  allowed: readonly T[],
+  what: string,
+): T {
+  const found = allowed.find((a) => a === value);
+  if (found === undefined) throw new InvalidArgumentError(field, `unknown ${what} "${value}"`);
+  return found;
+}
+
+const NAMESPACE_MODES: readonly NamespaceMode[] = ['POD', 'CONTAINER', 'NODE', 'TARGET'];
+
+/** Unset is POD, the enum's zero value. */
+export function namespaceMode(field: string, value: string | number): NamespaceMode {
+  return oneOf(field, value || 'POD', NAMESPACE_MODES, 'namespace mode');
 }

@@ -8,17 +8,12 @@ import type { ImageRepo } from '../store/images.js';
 import { nowNanos } from '../time.js';
 import type { Logger } from '../log.js';
 import type { RegistryClient, RegistryCredentials } from '../registry/client.js';
+import { MEDIA_TYPES, type Descriptor, type ImageIndex, type ImageManifest } from '../registry/manifest.js';
 import { selectPlatform } from '../registry/platform.js';
+import type { ImageReference } from '../registry/reference.js';
 import { detectCompression, unpackLayer } from '../unpack/index.js';
-import type { ImageReference } from './reference.js';
 import { SingleFlight } from './singleflight.js';
-import {
-  MEDIA_TYPES,
-  type Descriptor,
-  type ImageConfig,
-  type ImageIndex,
-  type ImageManifest,
-} from './types.js';
+import type { ImageConfig } from './types.js';
 
 /** An image whose bytes are all verified, stored and unpacked, ready to be recorded. */
 export interface PulledImage {

@@ -7,7 +7,7 @@ import type { Logger } from '../log.js';
 import type { RegistryCredentials } from '../registry/client.js';
 import type { ImageRepo } from '../store/images.js';
 import { Puller } from './pull.js';
-import { formatReference, isDigest, parseReference, repoDigest, repoTag } from './reference.js';
+import { formatReference, isDigest, parseReference, repoDigest, repoTag } from '../registry/reference.js';
 import { SingleFlight } from './singleflight.js';
 import { imageUser } from './user.js';
 import { nowNanos } from '../time.js';

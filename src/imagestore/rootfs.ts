@@ -18,7 +18,7 @@ import { join, resolve } from 'node:path';
 
 import { AlreadyExistsError, InvalidArgumentError, NotFoundError } from '../errors.js';
 import { run } from '../exec.js';
-import { canonicalPath, readMountInfo, topMount } from '../netns/mountinfo.js';
+import { canonicalPath, readMountInfo, topMount } from '../mounts/mountinfo.js';
 import { RootfsError } from './errors.js';
 import { isErrno } from './fsutil.js';
 import { LayerStore } from './layers.js';

@@ -3,13 +3,11 @@
  * it and can be handed to CNI plugins and runc by path. Done with util-linux programs, not native
  * code: `unshare --net=<file>` creates the namespace and performs the bind mount itself.
  */
-import { mkdir, open, readdir, stat, unlink } from 'node:fs/promises';
+import { mkdir, open, readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BerthError, ExecError, InvalidArgumentError, AlreadyExistsError, errorMessage } from '../errors.js';
 import { run } from '../exec.js';
-import { canonicalPath, readMountInfo, topMount, type MountInfoEntry } from './mountinfo.js';
-
-export { parseMountInfo, unescapeMountPath } from './mountinfo.js';
+import { canonicalPath, readMountInfo, topMount, type MountInfoEntry } from '../mounts/mountinfo.js';
 
 /** Mounting and unmounting are local syscalls; they only take long when the host is in trouble. */
 const MOUNT_TIMEOUT_MS = 10_000;
@@ -174,12 +172,4 @@ export async function listNetns(dir: string, prefix: string): Promise<string[]> 
     .filter((n) => n.startsWith(prefix))
     .sort()
     .map((n) => join(dir, n));
-}
-
-/**
- * The namespace's inode number, following the pin (or a /proc/PID/ns/net link) to the nsfs inode.
- * Two paths refer to the same namespace exactly when these are equal (nsfs has one device).
- */
-export async function nsInode(path: string): Promise<bigint> {
-  return (await stat(path, { bigint: true })).ino;
 }

@@ -5,8 +5,15 @@
  */
 import { readFile } from 'node:fs/promises';
 import { InvalidArgumentError } from '../errors.js';
-import type { ContainerSecurity } from '../container/types.js';
 import { DEFAULT_CAPABILITIES } from './infra.js';
+
+/** What a CRI security context asks of capabilities: names without CAP_, in any case, or "ALL". */
+export interface CapabilityRequest {
+  privileged: boolean;
+  addCapabilities: string[];
+  dropCapabilities: string[];
+  addAmbientCapabilities: string[];
+}
 
 /** Every capability up to CAP_CHECKPOINT_RESTORE (40), indexed by its number. */
 export const KNOWN_CAPABILITIES: readonly string[] = [
@@ -105,7 +112,7 @@ const FIELD = 'config.linux.security_context.capabilities';
  * Ambient capabilities are part of the set too: a process cannot hold one it is not permitted.
  * Sorted by capability number, so equal inputs give byte-identical specs.
  */
-export function effectiveCapabilities(security: ContainerSecurity, all: readonly string[]): string[] {
+export function effectiveCapabilities(security: CapabilityRequest, all: readonly string[]): string[] {
   if (security.privileged) return sortCapabilities(all);
   const add = parseList(security.addCapabilities, `${FIELD}.add_capabilities`);
   const drop = parseList(security.dropCapabilities, `${FIELD}.drop_capabilities`);
@@ -120,7 +127,10 @@ export function effectiveCapabilities(security: ContainerSecurity, all: readonly
 }
 
 /** The ambient set as asked for ("ALL" meaning every capability of `all`), validated and sorted. */
-export function ambientCapabilities(security: ContainerSecurity, all: readonly string[]): string[] {
+export function ambientCapabilities(
+  security: Pick<CapabilityRequest, 'addAmbientCapabilities'>,
+  all: readonly string[],
+): string[] {
   const ambient = parseList(security.addAmbientCapabilities, `${FIELD}.add_ambient_capabilities`);
   return sortCapabilities(ambient.all ? [...all, ...ambient.names] : ambient.names);
 }

@@ -8,11 +8,9 @@
  */
 import { posix } from 'node:path';
 import { InvalidArgumentError } from '../errors.js';
-import type { ContainerMount, ContainerResources, ContainerSpec } from '../container/types.js';
-import type { ImageRuntimeConfig } from '../image/types.js';
-import type { SandboxSpec } from '../sandbox/types.js';
-import { ambientCapabilities, effectiveCapabilities } from './capabilities.js';
+import { ambientCapabilities, effectiveCapabilities, type CapabilityRequest } from './capabilities.js';
 import { DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS, infraMounts } from './infra.js';
+import type { BindMount, MountPropagation } from './mounts.js';
 import {
   OCI_VERSION,
   type LinuxCapabilities,
@@ -25,6 +23,74 @@ import {
   type Spec,
 } from './spec.js';
 import type { ResolvedUser } from './user.js';
+
+/** CRI namespace modes: the pod's, the container's own, the host's, or another container's. */
+export type NamespaceMode = 'POD' | 'CONTAINER' | 'NODE' | 'TARGET';
+
+export interface KeyValue {
+  key: string;
+  value: string;
+}
+
+export interface HugepageLimit {
+  /** e.g. "2MB", "1GB" as kubelet sends it. */
+  pageSize: string;
+  limit: number;
+}
+
+/** CRI LinuxContainerResources as cgroup limits. Zero means "not set" for every number. */
+export interface ResourceLimits {
+  cpuPeriod: number;
+  cpuQuota: number;
+  cpuShares: number;
+  memoryLimitBytes: number;
+  cpusetCpus: string;
+  cpusetMems: string;
+  hugepageLimits: HugepageLimit[];
+  /** cgroup v2 files and values. */
+  unified: Record<string, string>;
+  memorySwapLimitBytes: number;
+}
+
+/** What the spec reads of the container's security context. */
+export interface ContainerSecurityInput extends CapabilityRequest {
+  noNewPrivs: boolean;
+  readonlyRootfs: boolean;
+  /** null: the runtime's defaults; [] (with privileged or procMount Unmasked): none. */
+  maskedPaths: string[] | null;
+  readonlyPaths: string[] | null;
+  /** A TARGET pid mode's target comes as ContainerSpecInput.targetPid. */
+  namespaces: { network: NamespaceMode; pid: NamespaceMode; ipc: NamespaceMode };
+}
+
+/** What the spec reads of the container's validated CRI config (its mounts come resolved). */
+export interface ContainerConfigInput {
+  metadata: { name: string };
+  /** Overrides the image's Entrypoint when non-empty. */
+  command: string[];
+  /** Overrides the image's Cmd when non-empty. */
+  args: string[];
+  workingDir: string;
+  envs: KeyValue[];
+  annotations: Record<string, string>;
+  tty: boolean;
+  resources: ResourceLimits;
+  security: ContainerSecurityInput;
+}
+
+/** What the spec reads of the pod's config. */
+export interface PodConfigInput {
+  hostname: string;
+  metadata: { name: string; uid: string; namespace: string };
+}
+
+/** What the spec reads of the image config's runtime part (`config` in its JSON). */
+export interface ImageConfigInput {
+  Env?: string[];
+  Entrypoint?: string[] | null;
+  Cmd?: string[] | null;
+  WorkingDir?: string;
+}
 
 export interface SandboxFiles {
   resolvConf: string;
@@ -42,11 +108,11 @@ export interface ContainerSpecInput {
   containerId: string;
   sandboxId: string;
   /** The validated CRI config. */
-  spec: ContainerSpec;
+  spec: ContainerConfigInput;
   /** The pod's config. */
-  sandbox: SandboxSpec;
+  sandbox: PodConfigInput;
   /** `name`: the image as requested, for the annotation. */
-  image: { name: string; config: ImageRuntimeConfig };
+  image: { name: string; config: ImageConfigInput };
   rootfsPath: string;
   user: ResolvedUser;
   /** The pod's pinned netns (SandboxKey); null for host network. */
@@ -69,7 +135,7 @@ export interface ContainerSpecInput {
   /** Cgroup allow rules for the configured devices (unused when privileged: all are allowed). */
   deviceRules: LinuxDeviceCgroup[];
   /** CRI mounts with host paths resolved (src/oci/mounts.ts). */
-  mounts: readonly ContainerMount[];
+  mounts: readonly BindMount[];
   /**
    * What privileged and "ALL" mean: allCapabilities() from src/oci/capabilities.ts, i.e. what
    * this kernel knows and berth itself holds. Required: a capability the daemon lacks would fail
@@ -138,7 +204,7 @@ export function buildContainerSpec(input: ContainerSpecInput): Spec {
 }
 
 /** kubelet's rules ("Define a command and arguments for a container"). */
-export function processArgs(spec: ContainerSpec, image: ImageRuntimeConfig): string[] {
+export function processArgs(spec: ContainerConfigInput, image: ImageConfigInput): string[] {
   const entrypoint = image.Entrypoint ?? [];
   const cmd = image.Cmd ?? [];
   let args: string[];
@@ -159,7 +225,7 @@ export function processArgs(spec: ContainerSpec, image: ImageRuntimeConfig): str
  * with the config's value; new keys follow in config order. HOSTNAME (the pod's) and a default
  * PATH go in front when neither the image nor the config sets them.
  */
-export function processEnv(spec: ContainerSpec, image: ImageRuntimeConfig, hostname: string): string[] {
+export function processEnv(spec: ContainerConfigInput, image: ImageConfigInput, hostname: string): string[] {
   const merged = new Map<string, string>();
   for (const entry of image.Env ?? []) merged.set(envKey(entry), entry);
   for (const { key, value } of spec.envs) merged.set(key, `${key}=${value}`);
@@ -174,7 +240,7 @@ function envKey(entry: string): string {
   return eq < 0 ? entry : entry.slice(0, eq);
 }
 
-function processCwd(spec: ContainerSpec, image: ImageRuntimeConfig): string {
+function processCwd(spec: ContainerConfigInput, image: ImageConfigInput): string {
   const dir = spec.workingDir || image.WorkingDir || '/';
   // The OCI spec wants an absolute cwd; Docker treats a relative WorkingDir as below "/".
   return posix.normalize(dir.startsWith('/') ? dir : `/${dir}`);
@@ -307,14 +373,14 @@ function shmMount(input: ContainerSpecInput): Mount {
   );
 }
 
-const PROPAGATION_OPTION: Readonly<Record<ContainerMount['propagation'], string>> = {
+const PROPAGATION_OPTION: Readonly<Record<MountPropagation, string>> = {
   PRIVATE: 'rprivate',
   HOST_TO_CONTAINER: 'rslave',
   BIDIRECTIONAL: 'rshared',
 };
 
 /** Bind mounts sorted by depth (stable), so a mount never hides one inside it. */
-export function criMounts(mounts: readonly ContainerMount[]): Mount[] {
+export function criMounts(mounts: readonly BindMount[]): Mount[] {
   const out = mounts.map((m, i): { depth: number; i: number; mount: Mount } => {
     const destination = cleanPath(m.containerPath);
     const options = ['rbind', PROPAGATION_OPTION[m.propagation], m.readonly ? 'ro' : 'rw'];
@@ -346,7 +412,7 @@ function cleanPath(p: string): string {
  * The root mount must itself propagate for mounts inside it to: rshared for a BIDIRECTIONAL mount,
  * rslave for HOST_TO_CONTAINER. Otherwise unset, which runc takes as rslave.
  */
-function rootfsPropagation(mounts: readonly ContainerMount[]): { rootfsPropagation?: string } {
+function rootfsPropagation(mounts: readonly BindMount[]): { rootfsPropagation?: string } {
   if (mounts.some((m) => m.propagation === 'BIDIRECTIONAL')) return { rootfsPropagation: 'rshared' };
   if (mounts.some((m) => m.propagation === 'HOST_TO_CONTAINER')) return { rootfsPropagation: 'rslave' };
   return {};
@@ -367,7 +433,7 @@ function deviceRules(input: ContainerSpecInput): LinuxDeviceCgroup[] {
  * means unset. Without an explicit swap limit, swap is capped at the memory limit, i.e. no swap,
  * as kubelet expects of a container with a memory limit.
  */
-export function linuxResources(r: ContainerResources): LinuxResources {
+export function linuxResources(r: ResourceLimits): LinuxResources {
   const out: LinuxResources = {};
   const cpu: NonNullable<LinuxResources['cpu']> = {};
   if (r.cpuShares > 0) cpu.shares = r.cpuShares;

@@ -20,7 +20,6 @@
  */
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import type { Readable } from 'node:stream';
-import type { ExecSyncResult } from '../container/types.js';
 import { ExecError, InvalidArgumentError } from '../errors.js';
 import {
   execCommand,
@@ -43,6 +42,14 @@ export const EXEC_SYNC_OUTPUT_CAP = 16 * 1024 * 1024;
 const KILL_GRACE_MS = 2_000;
 /** After runc has exited, how long its stdio may stay open before we stop reading. */
 const DRAIN_MS = 2_000;
+
+export interface ExecSyncResult {
+  stdout: Buffer;
+  stderr: Buffer;
+  exitCode: number;
+  /** The command did not finish within the request's timeout and was killed. */
+  timedOut: boolean;
+}
 
 export interface ExecSyncOptions {
   /** 0 means no timeout. */

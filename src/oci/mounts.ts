@@ -4,14 +4,28 @@
  * mount namespace is a copy of the host's; only a mount that is shared on the host when that copy
  * is made has a peer in the container to receive (or send) mounts.
  */
-import { mkdir, readFile, realpath } from 'node:fs/promises';
+import { mkdir, realpath } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { FailedPreconditionError, InvalidArgumentError } from '../errors.js';
 import { run } from '../exec.js';
-import { parseMountInfo, type MountInfoEntry } from '../netns/mountinfo.js';
-import type { ContainerMount } from '../container/types.js';
+import { mountContaining, readMountInfo, type MountInfoEntry } from '../mounts/mountinfo.js';
 
-export interface ResolvedMount extends ContainerMount {
+/** CRI MountPropagation: PRIVATE, HOST_TO_CONTAINER (rslave), BIDIRECTIONAL (rshared). */
+export type MountPropagation = 'PRIVATE' | 'HOST_TO_CONTAINER' | 'BIDIRECTIONAL';
+
+/** A CRI mount, as far as the runtime spec reads it. */
+export interface BindMount {
+  /** Absolute, inside the container. */
+  containerPath: string;
+  /** Absolute, on the host. A symlink is resolved when the spec is built. */
+  hostPath: string;
+  readonly: boolean;
+  /** Read-only all the way down (submounts too); needs readonly and PRIVATE propagation. */
+  recursiveReadOnly: boolean;
+  propagation: MountPropagation;
+}
+
+export interface ResolvedMount extends BindMount {
   /** The real path (symlinks resolved) that is bind mounted. */
   hostPath: string;
   /** The host path as the request gave it, which ContainerStatus reports. */
@@ -38,7 +52,7 @@ export interface ResolveMountsOptions {
 const DEFAULT_TIMEOUT_MS = 10_000;
 
 export async function resolveMounts(
-  mounts: readonly ContainerMount[],
+  mounts: readonly BindMount[],
   opts: ResolveMountsOptions = {},
 ): Promise<ResolvedMounts> {
   const resolved: ResolvedMount[] = [];
@@ -54,8 +68,7 @@ export async function resolveMounts(
   const madeShared: string[] = [];
   const propagating = resolved.filter((m) => m.propagation !== 'PRIVATE');
   if (propagating.length > 0) {
-    const mountInfoPath = opts.mountInfoPath ?? '/proc/self/mountinfo';
-    let table = parseMountInfo(await readFile(mountInfoPath, 'utf8'));
+    let table = await readMountInfo(opts.mountInfoPath);
     for (const m of propagating) {
       const host = mountContaining(table, m.hostPath);
       if (!host || propagationSatisfied(host, m.propagation)) continue;
@@ -63,7 +76,7 @@ export async function resolveMounts(
         timeoutMs: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
       });
       madeShared.push(host.mountPoint);
-      table = parseMountInfo(await readFile(mountInfoPath, 'utf8'));
+      table = await readMountInfo(opts.mountInfoPath);
     }
   }
   const notes = madeShared.map(
@@ -116,23 +129,8 @@ function pathError(field: string, hostPath: string, err: unknown): InvalidArgume
   return new InvalidArgumentError(field, `${hostPath}: ${code}`);
 }
 
-/** The mount `path` (a real path) lives on: the longest mount point prefix, topmost when stacked. */
-export function mountContaining(table: readonly MountInfoEntry[], path: string): MountInfoEntry | undefined {
-  let best: MountInfoEntry | undefined;
-  for (const e of table) {
-    const mp = e.mountPoint;
-    const contains = mp === '/' || path === mp || path.startsWith(`${mp}/`);
-    // Later lines stack over earlier ones on the same mount point, so >= keeps the topmost.
-    if (contains && (!best || mp.length >= best.mountPoint.length)) best = e;
-  }
-  return best;
-}
-
 /** BIDIRECTIONAL needs a shared host mount; HOST_TO_CONTAINER a shared or slave one. */
-export function propagationSatisfied(
-  entry: MountInfoEntry,
-  propagation: ContainerMount['propagation'],
-): boolean {
+export function propagationSatisfied(entry: MountInfoEntry, propagation: MountPropagation): boolean {
   const shared = entry.optionalFields.some((f) => f.startsWith('shared:'));
   if (propagation === 'BIDIRECTIONAL') return shared;
   if (propagation === 'HOST_TO_CONTAINER')

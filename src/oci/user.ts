@@ -7,7 +7,16 @@
 import { constants } from 'node:fs';
 import { lstat, open, readlink } from 'node:fs/promises';
 import { FailedPreconditionError, InvalidArgumentError } from '../errors.js';
-import type { ContainerSecurity } from '../container/types.js';
+
+/** What a CRI security context asks of the process's user and groups. */
+export interface UserRequest {
+  runAsUser: number | null;
+  /** '' when not set. Exclusive with runAsUser. */
+  runAsUsername: string;
+  /** Only valid together with runAsUser or runAsUsername (CRI rejects it alone). */
+  runAsGroup: number | null;
+  supplementalGroups: number[];
+}
 
 export interface ResolvedUser {
   uid: number;
@@ -40,7 +49,7 @@ const USERNAME_FIELD = 'config.linux.security_context.run_as_username';
 
 export async function resolveUser(
   rootfs: string,
-  security: ContainerSecurity,
+  security: UserRequest,
   imageUser: string | undefined,
 ): Promise<ResolvedUser> {
   const [passwd, groups] = await Promise.all([
@@ -62,11 +71,7 @@ interface PickedUser {
   groupPart: string | undefined;
 }
 
-function pickUser(
-  security: ContainerSecurity,
-  imageUser: string | undefined,
-  passwd: PasswdEntry[],
-): PickedUser {
+function pickUser(security: UserRequest, imageUser: string | undefined, passwd: PasswdEntry[]): PickedUser {
   if (security.runAsUser !== null) {
     return { uid: security.runAsUser, entry: byUid(passwd, security.runAsUser), groupPart: undefined };
   }

@@ -5,8 +5,8 @@
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { BerthError, errorMessage } from '../errors.js';
-import { formatReference, isDigest, referenceName, type ImageReference } from '../image/reference.js';
-import { MEDIA_TYPES, type Descriptor } from '../image/types.js';
+import { formatReference, isDigest, referenceName, type ImageReference } from './reference.js';
+import { MEDIA_TYPES, type Descriptor } from './manifest.js';
 import type { Logger } from '../log.js';
 import {
   basicHeader,

@@ -4,9 +4,9 @@
  */
 import { readFile, stat } from 'node:fs/promises';
 import { parse as parseToml, TomlError } from 'smol-toml';
-import { ConfigError } from '../config/load.js';
+import { ConfigError } from '../config/error.js';
 import { errorMessage } from '../errors.js';
-import { DOCKER_HUB, isRegistryHost } from '../image/reference.js';
+import { DOCKER_HUB, isRegistryHost } from './reference.js';
 import type { Endpoint, RegistryCredentials } from './types.js';
 
 export const DEFAULT_REGISTRIES_PATH = '/etc/berth/registries.toml';

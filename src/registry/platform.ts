@@ -1,5 +1,5 @@
 /** Choosing the manifest for this machine from an image index (or Docker manifest list). */
-import type { Descriptor, ImageIndex, Platform } from '../image/types.js';
+import type { Descriptor, ImageIndex, Platform } from './manifest.js';
 import { PlatformNotFoundError } from './errors.js';
 
 /** Node's process.arch names → OCI architecture (and variant) names. */

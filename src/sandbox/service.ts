@@ -11,6 +11,7 @@ import { AlreadyExistsError, FailedPreconditionError, StepError } from '../error
 import type { Logger } from '../log.js';
 import { dialLocalhost } from '../netns/dial.js';
 import { createPinnedNetns, isMounted, removeNetns, unmountNetns } from '../netns/index.js';
+import { cgroupsPath } from '../oci/cgroups.js';
 import { buildInfraSpec } from '../oci/infra.js';
 import { clampOomScoreAdj } from '../oci/oom.js';
 import type { Runc } from '../oci/runc.js';
@@ -19,11 +20,13 @@ import type { Store } from '../store/index.js';
 import type { SandboxRow } from '../store/types.js';
 import { mountShm, unmountShm, writeHostnameFile, writeResolvConf } from './files.js';
 import type { PodGate } from './gate.js';
-import { KeyedLock } from './lock.js';
+import { KeyedLock } from '../operation/lock.js';
 import { attach, attachmentFor, detach, storedNetworking } from './network.js';
 import type { SandboxFilter, SandboxSpec, SandboxVerboseInfo, SandboxView } from './types.js';
-import { Steps, allSettledOrThrow, pauseIfAsked } from './steps.js';
-import { findSandbox, matchesLabels } from './lookup.js';
+import { Steps, allSettledOrThrow } from '../operation/steps.js';
+import { pauseIfAsked } from '../operation/pause.js';
+import { matchesLabels } from '../operation/lookup.js';
+import { findSandbox } from './lookup.js';
 import { nowNanos } from '../time.js';
 
 /** Names of berth's netns pins start with this, so restart repair can tell ours from others'. */
@@ -425,14 +428,4 @@ export function toView(row: SandboxRow): SandboxView {
     annotations: spec.annotations,
     runtimeHandler: row.runtimeHandler,
   };
-}
-
-/**
- * cgroupfs takes a path under each hierarchy; systemd takes "slice:prefix:name" and creates the
- * scope itself, as runc's --systemd-cgroup expects.
- */
-export function cgroupsPath(driver: BerthConfig['cgroupDriver'], parent: string, id: string): string {
-  if (driver === 'systemd') return `${parent || 'system.slice'}:berth:${id}`;
-  const base = parent ? (parent.startsWith('/') ? parent : `/${parent}`) : '/berth';
-  return `${base.replace(/\/+$/, '')}/${id}`;
 }

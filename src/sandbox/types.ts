@@ -1,60 +1,17 @@
-/**
- * The pod sandbox as the domain sees it: a validated, normalised form of the CRI PodSandboxConfig.
- * src/cri builds it from a request; it is stored as JSON with the sandbox row so that later
- * CreateContainer calls (and restarts) see exactly what the pod was started with.
- */
-export type NamespaceMode = 'POD' | 'CONTAINER' | 'NODE' | 'TARGET';
-export type Protocol = 'TCP' | 'UDP' | 'SCTP';
+/** What the sandbox service reports and filters by; the stored pod itself is src/model/sandbox.ts. */
+import type { NamespaceOptions, PodMetadata } from '../model/sandbox.js';
 
-export interface PodMetadata {
-  name: string;
-  uid: string;
-  namespace: string;
-  attempt: number;
-}
-
-export interface PortMapping {
-  protocol: Protocol;
-  containerPort: number;
-  hostPort: number;
-  hostIp: string;
-}
-
-export interface DnsConfig {
-  servers: string[];
-  searches: string[];
-  options: string[];
-}
-
-export interface NamespaceOptions {
-  network: NamespaceMode;
-  pid: NamespaceMode;
-  ipc: NamespaceMode;
-  targetId: string;
-}
-
-export interface SandboxSecurity {
-  runAsUser: number | null;
-  runAsGroup: number | null;
-  supplementalGroups: number[];
-  privileged: boolean;
-  readonlyRootfs: boolean;
-}
-
-export interface SandboxSpec {
-  metadata: PodMetadata;
-  hostname: string;
-  logDirectory: string;
-  dnsConfig: DnsConfig | null;
-  portMappings: PortMapping[];
-  labels: Record<string, string>;
-  annotations: Record<string, string>;
-  runtimeHandler: string;
-  cgroupParent: string;
-  sysctls: Record<string, string>;
-  namespaces: NamespaceOptions;
-  security: SandboxSecurity;
-}
+// Moved to src/model/sandbox.ts; re-exported until importers move there.
+export type {
+  DnsConfig,
+  NamespaceMode,
+  NamespaceOptions,
+  PodMetadata,
+  PortMapping,
+  Protocol,
+  SandboxSecurity,
+  SandboxSpec,
+} from '../model/sandbox.js';
 
 export type SandboxStateName = 'SANDBOX_READY' | 'SANDBOX_NOTREADY';
 

@@ -1,4 +1,18 @@
-import type { ContainerRow, ContainerState } from './types.js';
+import type { Container, ContainerSpec, ContainerUser } from '../model/container.js';
+import { CONTAINER_STATES } from '../model/container-lifecycle.js';
+import { AlreadyExistsError, NotFoundError } from '../errors.js';
+import {
+  corrupt,
+  decodeJson,
+  hasObjectField,
+  isNumberArray,
+  isObject,
+  parseEnum,
+  parseJson,
+  type ColumnOf,
+} from './columns.js';
+import type { Mapping, TableShape } from './table.js';
+import type { ContainerColumns, ContainerRow } from './types.js';
 
 /** One `containers` row exactly as better-sqlite3 reads it and binds it (see state/migrations.ts). */
 export interface ContainerRecord {
@@ -50,43 +64,72 @@ export const CONTAINER_COLUMNS = [
   'user_json',
 ] as const satisfies readonly (keyof ContainerRecord)[];
 
+export const CONTAINER_TABLE: TableShape<ContainerRecord> = {
+  name: 'containers',
+  noun: 'container',
+  columns: CONTAINER_COLUMNS,
+  identity: ['sandbox_id', 'name', 'attempt'],
+  conflict: (conflict, record, db) => {
+    switch (conflict) {
+      case 'primary key':
+        return new AlreadyExistsError(`container ${record.id} already exists`);
+      case 'foreign key':
+        return new NotFoundError('sandbox', record.sandbox_id);
+      case 'unique': {
+        // Prepared here, on the error path only: a repeat is a caller's mistake, and rare.
+        const holder = db
+          .prepare<[string, string, number], { id: string }>(
+            'SELECT id FROM containers WHERE sandbox_id = ? AND name = ? AND attempt = ?',
+          )
+          .get(record.sandbox_id, record.name, record.attempt)?.id;
+        return new AlreadyExistsError(
+          `container ${JSON.stringify(record.name)} (attempt ${record.attempt}) already exists in pod sandbox ` +
+            `${record.sandbox_id}${holder === undefined ? '' : ` as ${holder}`}`,
+        );
+      }
+    }
+  },
+};
+
+/** What user_json holds before CreateContainer has resolved the user. */
+const NO_USER = '{}';
+
+type JsonColumn = 'config_json' | 'user_json';
+
 /** Explicit fields: a caller's object may carry extra properties, which better-sqlite3 would reject. */
-export function toContainerRecord(row: ContainerRow): ContainerRecord {
+function columnsToRecord(container: ContainerColumns): Omit<ContainerRecord, JsonColumn> {
   return {
-    id: row.id,
-    sandbox_id: row.sandboxId,
-    name: row.name,
-    attempt: row.attempt,
-    state: row.state,
-    step: row.step,
-    config_json: row.configJson,
-    image_name: row.imageName,
-    image_id: row.imageId,
-    created_at: row.createdAt,
-    started_at: row.startedAt,
-    finished_at: row.finishedAt,
-    exit_code: row.exitCode,
-    reason: row.reason,
-    message: row.message,
-    pid: row.pid,
-    monitor_pid: row.monitorPid,
-    log_path: row.logPath,
-    bundle_dir: row.bundleDir,
-    cgroups_path: row.cgroupsPath,
-    user_json: row.userJson,
+    id: container.id,
+    sandbox_id: container.sandboxId,
+    name: container.name,
+    attempt: container.attempt,
+    state: container.state,
+    step: container.step,
+    image_name: container.imageName,
+    image_id: container.imageId,
+    created_at: container.createdAt,
+    started_at: container.startedAt,
+    finished_at: container.finishedAt,
+    exit_code: container.exitCode,
+    reason: container.reason,
+    message: container.message,
+    pid: container.pid,
+    monitor_pid: container.monitorPid,
+    log_path: container.logPath,
+    bundle_dir: container.bundleDir,
+    cgroups_path: container.cgroupsPath,
   };
 }
 
 /** The state is re-checked so a hand-edited row fails here rather than as a wrong CRI state later. */
-export function fromContainerRecord(record: ContainerRecord): ContainerRow {
+function columnsFromRecord(record: ContainerRecord): ContainerColumns {
   return {
     id: record.id,
     sandboxId: record.sandbox_id,
     name: record.name,
     attempt: record.attempt,
-    state: parseContainerState(record.state, record.id),
+    state: parseEnum(CONTAINER_STATES, record.state, columnOf(record, 'state')),
     step: record.step,
-    configJson: record.config_json,
     imageName: record.image_name,
     imageId: record.image_id,
     createdAt: record.created_at,
@@ -100,11 +143,58 @@ export function fromContainerRecord(record: ContainerRecord): ContainerRow {
     logPath: record.log_path,
     bundleDir: record.bundle_dir,
     cgroupsPath: record.cgroups_path,
-    userJson: record.user_json,
   };
 }
 
-function parseContainerState(value: string, id: string): ContainerState {
-  if (value === 'CREATING' || value === 'CREATED' || value === 'RUNNING' || value === 'EXITED') return value;
-  throw new Error(`container ${id}: unexpected state ${JSON.stringify(value)} in the database`);
+/** The typed record: JSON columns parsed here, once, and nowhere else. */
+export const containerMapping: Mapping<ContainerRecord, Container> = {
+  toRecord: (container) => ({
+    ...columnsToRecord(container),
+    config_json: JSON.stringify(container.spec),
+    user_json: encodeUser(container.user),
+  }),
+  fromRecord: (record) => ({
+    ...columnsFromRecord(record),
+    spec: decodeJson<ContainerSpec>(record.config_json, isSpec, columnOf(record, 'config_json')),
+    user: decodeUser(record.user_json, columnOf(record, 'user_json')),
+  }),
+};
+
+/** Legacy: the row API's rows, JSON columns as text. */
+export function toContainerRecord(row: ContainerRow): ContainerRecord {
+  return { ...columnsToRecord(row), config_json: row.configJson, user_json: row.userJson };
+}
+
+/** Legacy: see toContainerRecord. */
+export function fromContainerRecord(record: ContainerRecord): ContainerRow {
+  return { ...columnsFromRecord(record), configJson: record.config_json, userJson: record.user_json };
+}
+
+function columnOf(record: ContainerRecord, column: string): ColumnOf {
+  return { noun: 'container', id: record.id, column };
+}
+
+function isSpec(value: unknown): boolean {
+  return hasObjectField(value, 'metadata');
+}
+
+function encodeUser(user: ContainerUser | null): string {
+  if (user === null) return NO_USER;
+  return JSON.stringify({ uid: user.uid, gid: user.gid, additionalGids: user.additionalGids });
+}
+
+function decodeUser(json: string, where: ColumnOf): ContainerUser | null {
+  const value = parseJson(json, where);
+  if (isObject(value) && Object.keys(value).length === 0) return null;
+  if (isUser(value)) return value;
+  throw corrupt(where, json);
+}
+
+function isUser(value: unknown): value is ContainerUser {
+  return (
+    isObject(value) &&
+    typeof value.uid === 'number' &&
+    typeof value.gid === 'number' &&
+    isNumberArray(value.additionalGids)
+  );
 }

@@ -1,3 +1,4 @@
+import { corrupt, isObject, parseEnum, parseJson, type ColumnOf } from './columns.js';
 import type { ImageLayerRef, ImageNameKind, ImageRecord, LayerRecord } from './types.js';
 
 /** One `images` row exactly as better-sqlite3 reads it and binds it (see state/migrations.ts). */
@@ -75,16 +76,17 @@ export function fromImageRow(row: ImageRow): ImageRecord {
     manifestMediaType: row.manifest_media_type,
     configJson: row.config_json,
     size: row.size,
-    layers: parseLayers(row.layers_json, row.id),
+    layers: parseLayers(row.layers_json, { noun: 'image', id: row.id, column: 'layers_json' }),
     createdAt: row.created_at,
     lastUsedAt: row.last_used_at,
     pinned: row.pinned === 1,
   };
 }
 
+const NAME_KINDS: readonly ImageNameKind[] = ['tag', 'digest'];
+
 export function parseNameKind(row: ImageNameRow): ImageNameKind {
-  if (row.kind === 'tag' || row.kind === 'digest') return row.kind;
-  throw new Error(`image name ${row.name}: unexpected kind ${JSON.stringify(row.kind)} in the database`);
+  return parseEnum(NAME_KINDS, row.kind, { noun: 'image name', id: row.name, column: 'kind' });
 }
 
 /** The schema ties the kind to the name's shape; deriving it here keeps callers from disagreeing. */
@@ -112,19 +114,18 @@ export function fromLayerRow(row: LayerRow): LayerRecord {
   };
 }
 
-function parseLayers(json: string, id: string): ImageLayerRef[] {
-  const value: unknown = JSON.parse(json);
+function parseLayers(json: string, where: ColumnOf): ImageLayerRef[] {
+  const value = parseJson(json, where);
   if (Array.isArray(value) && value.every(isLayerRef)) return value;
-  throw new Error(`image ${id}: unexpected layers_json ${JSON.stringify(json)} in the database`);
+  throw corrupt(where, json);
 }
 
 function isLayerRef(value: unknown): value is ImageLayerRef {
-  if (typeof value !== 'object' || value === null) return false;
-  const v = value as Record<string, unknown>;
   return (
-    typeof v.digest === 'string' &&
-    typeof v.diffId === 'string' &&
-    typeof v.size === 'number' &&
-    typeof v.mediaType === 'string'
+    isObject(value) &&
+    typeof value.digest === 'string' &&
+    typeof value.diffId === 'string' &&
+    typeof value.size === 'number' &&
+    typeof value.mediaType === 'string'
   );
 }

@@ -14,6 +14,7 @@ import {
   type ImageRow,
   type LayerRow,
 } from './image-record.js';
+import { creationOrder, startsWith } from './table.js';
 import type {
   DeletedImage,
   ImageNames,
@@ -27,8 +28,6 @@ import type {
 const COLUMNS = IMAGE_COLUMNS.join(', ');
 const IMAGE_ROW = IMAGE_COLUMNS.map((column) => `images.${column}`).join(', ');
 const LCOLUMNS = LAYER_COLUMNS.join(', ');
-/** Numeric order of the canonical decimal created_at (the schema forbids leading zeros). */
-const BY_CREATION = 'ORDER BY length(created_at), created_at, id';
 /** Every (image, layer) pair; `value` is one ImageLayerRef object. */
 const IMAGE_LAYERS = 'images, json_each(images.layers_json)';
 /** The digest part of a repo digest name (`repo@sha256:<hex>`). */
@@ -299,11 +298,11 @@ function prepareStatements(db: Database.Database): Statements {
       `SELECT ${IMAGE_ROW} FROM image_names JOIN images ON images.id = image_names.image_id
        WHERE image_names.name = ?`,
     ),
-    // substr rather than LIKE/GLOB: no wildcard escaping, and case-sensitive. Position 8 skips "sha256:".
+    // Position 8 skips "sha256:".
     byIdPrefix: db.prepare<[{ hex: string }], ImageRow>(
-      `SELECT ${COLUMNS} FROM images WHERE substr(id, 8, length(@hex)) = @hex ${BY_CREATION}`,
+      `SELECT ${COLUMNS} FROM images WHERE ${startsWith('id', 'hex', 8)} ${creationOrder()}`,
     ),
-    listImages: db.prepare<[], ImageRow>(`SELECT ${COLUMNS} FROM images ${BY_CREATION}`),
+    listImages: db.prepare<[], ImageRow>(`SELECT ${COLUMNS} FROM images ${creationOrder()}`),
     deleteImage: db.prepare<[string]>('DELETE FROM images WHERE id = ?'),
     touch: db.prepare<[string, string]>('UPDATE images SET last_used_at = ? WHERE id = ?'),
     setPinned: db.prepare<[number, string]>('UPDATE images SET pinned = ? WHERE id = ?'),
@@ -324,9 +323,7 @@ function prepareStatements(db: Database.Database): Statements {
       `INSERT INTO layers (${LCOLUMNS}) VALUES (${layerParams}) ON CONFLICT (diff_id) DO NOTHING`,
     ),
     getLayer: db.prepare<[string], LayerRow>(`SELECT ${LCOLUMNS} FROM layers WHERE diff_id = ?`),
-    listLayers: db.prepare<[], LayerRow>(
-      `SELECT ${LCOLUMNS} FROM layers ORDER BY length(created_at), created_at, diff_id`,
-    ),
+    listLayers: db.prepare<[], LayerRow>(`SELECT ${LCOLUMNS} FROM layers ${creationOrder('diff_id')}`),
     markUnpacked: db.prepare<[string]>('UPDATE layers SET unpacked = 1 WHERE diff_id = ?'),
     deleteLayer: db.prepare<[string]>('DELETE FROM layers WHERE diff_id = ?'),
     layerUsed: db.prepare<[string], { used: number }>(
@@ -345,7 +342,7 @@ function prepareStatements(db: Database.Database): Statements {
        WHERE NOT EXISTS (
          SELECT 1 FROM ${IMAGE_LAYERS} WHERE json_extract(value, '$.diffId') = layers.diff_id
        )
-       ORDER BY length(created_at), created_at, diff_id`,
+       ${creationOrder('diff_id')}`,
     ),
     referencedBlobs: db.prepare<[], { digest: string }>(
       `SELECT id AS digest FROM images

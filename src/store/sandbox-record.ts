@@ -1,4 +1,20 @@
-import type { NetworkState, SandboxRow, SandboxState } from './types.js';
+import type { CniResult } from '../cni/index.js';
+import type { Sandbox, SandboxSpec, StoredNetworking } from '../model/sandbox.js';
+import { NETWORK_STATES, SANDBOX_STATES } from '../model/sandbox-lifecycle.js';
+import { AlreadyExistsError } from '../errors.js';
+import {
+  decodeJson,
+  encodeNullableJson,
+  hasObjectField,
+  isObject,
+  isStringArray,
+  parseEnum,
+  parseJson,
+  corrupt,
+  type ColumnOf,
+} from './columns.js';
+import type { Mapping, TableShape } from './table.js';
+import type { SandboxColumns, SandboxRow } from './types.js';
 
 /** One `sandboxes` row exactly as better-sqlite3 reads it and binds it (see state/migrations.ts). */
 export interface SandboxRecord {
@@ -50,53 +66,61 @@ export const SANDBOX_COLUMNS = [
   'sandbox_dir',
 ] as const satisfies readonly (keyof SandboxRecord)[];
 
-export function toRecord(row: SandboxRow): SandboxRecord {
+export const SANDBOX_TABLE: TableShape<SandboxRecord> = {
+  name: 'sandboxes',
+  noun: 'sandbox',
+  columns: SANDBOX_COLUMNS,
+  // Only the id: the legacy row API may still rewrite the metadata columns.
+  identity: [],
+  conflict: (conflict, record) =>
+    conflict === 'foreign key'
+      ? undefined
+      : new AlreadyExistsError(
+          `sandbox ${record.id} (${record.namespace}/${record.name}, uid ${record.uid}, attempt ${record.attempt}) already exists`,
+        ),
+};
+
+type JsonColumn = 'config_json' | 'cni_config_json' | 'cni_result_json';
+
+/** Explicit fields: a caller's object may carry extra properties, which better-sqlite3 would reject. */
+function columnsToRecord(sandbox: SandboxColumns): Omit<SandboxRecord, JsonColumn> {
   return {
-    id: row.id,
-    name: row.name,
-    namespace: row.namespace,
-    uid: row.uid,
-    attempt: row.attempt,
-    state: row.state,
-    step: row.step,
-    config_json: row.configJson,
-    runtime_handler: row.runtimeHandler,
-    host_network: row.hostNetwork ? 1 : 0,
-    netns_path: row.netnsPath,
-    network_state: row.networkState,
-    cni_config_json: row.cniConfigJson,
-    cni_result_json: row.cniResultJson,
-    ip: row.ip,
-    additional_ips: JSON.stringify(row.additionalIps),
-    created_at: row.createdAt,
-    pid: row.pid,
-    cgroup_parent: row.cgroupParent,
-    sandbox_dir: row.sandboxDir,
+    id: sandbox.id,
+    name: sandbox.name,
+    namespace: sandbox.namespace,
+    uid: sandbox.uid,
+    attempt: sandbox.attempt,
+    state: sandbox.state,
+    step: sandbox.step,
+    runtime_handler: sandbox.runtimeHandler,
+    host_network: sandbox.hostNetwork ? 1 : 0,
+    netns_path: sandbox.netnsPath,
+    network_state: sandbox.networkState,
+    ip: sandbox.ip,
+    additional_ips: JSON.stringify(sandbox.additionalIps),
+    created_at: sandbox.createdAt,
+    pid: sandbox.pid,
+    cgroup_parent: sandbox.cgroupParent,
+    sandbox_dir: sandbox.sandboxDir,
   };
 }
 
-/**
- * The table's CHECK constraints already hold these invariants; re-checking here costs little
- * and turns a hand-edited or corrupted row into a clear error instead of a wrong type downstream.
- */
-export function fromRecord(record: SandboxRecord): SandboxRow {
+function columnsFromRecord(record: SandboxRecord): SandboxColumns {
+  const where = columnOf(record);
   return {
     id: record.id,
     name: record.name,
     namespace: record.namespace,
     uid: record.uid,
     attempt: record.attempt,
-    state: parseSandboxState(record.state, record.id),
+    state: parseEnum(SANDBOX_STATES, record.state, where('state')),
     step: record.step,
-    configJson: record.config_json,
     runtimeHandler: record.runtime_handler,
     hostNetwork: record.host_network === 1,
     netnsPath: record.netns_path,
-    networkState: parseNetworkState(record.network_state, record.id),
-    cniConfigJson: record.cni_config_json,
-    cniResultJson: record.cni_result_json,
+    networkState: parseEnum(NETWORK_STATES, record.network_state, where('network_state')),
     ip: record.ip,
-    additionalIps: parseStringArray(record.additional_ips, record.id),
+    additionalIps: parseStringArray(record.additional_ips, where('additional_ips')),
     createdAt: record.created_at,
     pid: record.pid,
     cgroupParent: record.cgroup_parent,
@@ -104,22 +128,74 @@ export function fromRecord(record: SandboxRecord): SandboxRow {
   };
 }
 
-function parseSandboxState(value: string, id: string): SandboxState {
-  if (value === 'CREATING' || value === 'READY' || value === 'NOTREADY') return value;
-  throw corrupt(id, 'state', value);
+/** The typed record: JSON columns parsed here, once, and nowhere else. */
+export const sandboxMapping: Mapping<SandboxRecord, Sandbox> = {
+  toRecord: (sandbox) => ({
+    ...columnsToRecord(sandbox),
+    config_json: JSON.stringify(sandbox.spec),
+    cni_config_json: encodeNullableJson(sandbox.cniConfig),
+    cni_result_json: encodeNullableJson(sandbox.cniResults),
+  }),
+  fromRecord: (record) => {
+    const where = columnOf(record);
+    return {
+      ...columnsFromRecord(record),
+      spec: decodeJson<SandboxSpec>(record.config_json, isSpec, where('config_json')),
+      cniConfig:
+        record.cni_config_json === null
+          ? null
+          : decodeJson<StoredNetworking>(record.cni_config_json, isNetworking, where('cni_config_json')),
+      cniResults:
+        record.cni_result_json === null
+          ? null
+          : decodeJson<CniResult[]>(record.cni_result_json, isResultList, where('cni_result_json')),
+    };
+  },
+};
+
+/** Legacy: the row API's rows, JSON columns as text. */
+export function toRecord(row: SandboxRow): SandboxRecord {
+  return {
+    ...columnsToRecord(row),
+    config_json: row.configJson,
+    cni_config_json: row.cniConfigJson,
+    cni_result_json: row.cniResultJson,
+  };
 }
 
-function parseNetworkState(value: string, id: string): NetworkState {
-  if (value === 'NONE' || value === 'ADDING' || value === 'READY' || value === 'TORN_DOWN') return value;
-  throw corrupt(id, 'network_state', value);
+/** Legacy: see toRecord. */
+export function fromRecord(record: SandboxRecord): SandboxRow {
+  return {
+    ...columnsFromRecord(record),
+    configJson: record.config_json,
+    cniConfigJson: record.cni_config_json,
+    cniResultJson: record.cni_result_json,
+  };
 }
 
-function parseStringArray(json: string, id: string): string[] {
-  const value: unknown = JSON.parse(json);
-  if (Array.isArray(value) && value.every((item): item is string => typeof item === 'string')) return value;
-  throw corrupt(id, 'additional_ips', json);
+function columnOf(record: SandboxRecord): (column: string) => ColumnOf {
+  return (column) => ({ noun: 'sandbox', id: record.id, column });
 }
 
-function corrupt(id: string, column: string, value: string): Error {
-  return new Error(`sandbox ${id}: unexpected ${column} ${JSON.stringify(value)} in the database`);
+function parseStringArray(json: string, where: ColumnOf): string[] {
+  const value = parseJson(json, where);
+  if (isStringArray(value)) return value;
+  throw corrupt(where, json);
+}
+
+function isSpec(value: unknown): boolean {
+  return hasObjectField(value, 'metadata');
+}
+
+function isNetworking(value: unknown): boolean {
+  return (
+    isObject(value) &&
+    isObject(value.attachment) &&
+    Array.isArray(value.networks) &&
+    value.networks.every(isObject)
+  );
+}
+
+function isResultList(value: unknown): boolean {
+  return Array.isArray(value) && value.every((item) => isObject(item) && typeof item.cniVersion === 'string');
 }

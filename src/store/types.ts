@@ -1,46 +1,28 @@
 /**
- * Rows as the daemon sees them. The SQLite column layout lives in state/; src/store maps
+ * The shapes the store reads and writes besides the model's own records (src/model): images, and
+ * the legacy sandbox and container rows. The SQLite column layout lives in state/; src/store maps
  * between the two so nothing else touches SQL.
  */
+import type { Container } from '../model/container.js';
+import type { Sandbox } from '../model/sandbox.js';
 
-/** CREATING doubles as a journal entry: a row left in CREATING after a crash is rolled back at start. */
-export type SandboxState = 'CREATING' | 'READY' | 'NOTREADY';
+export type { NetworkState, SandboxState } from '../model/sandbox-lifecycle.js';
+export type { ContainerState } from '../model/container-lifecycle.js';
+
+/** A sandbox's fields that are plain columns: all but the JSON ones. */
+export type SandboxColumns = Omit<Sandbox, 'spec' | 'cniConfig' | 'cniResults'>;
 
 /**
- * Where the pod's CNI attachment stands. ADDING is written before the first ADD so that a crash
- * mid-ADD still leads to a DEL; TORN_DOWN only after every DEL succeeded.
+ * Legacy: a Sandbox with its JSON columns as text, for the row API that goes once its callers use
+ * SandboxRepo.
  */
-export type NetworkState = 'NONE' | 'ADDING' | 'READY' | 'TORN_DOWN';
-
-export interface SandboxRow {
-  id: string;
-  name: string;
-  namespace: string;
-  uid: string;
-  attempt: number;
-  state: SandboxState;
-  /** Name of the last RunPodSandbox step begun; for repair logs after a crash. */
-  step: string;
-  /** The PodSandboxConfig as received, JSON (proto-loader object form, keepCase). */
+export interface SandboxRow extends SandboxColumns {
+  /** The SandboxSpec (src/model/sandbox.ts), JSON. */
   configJson: string;
-  runtimeHandler: string;
-  hostNetwork: boolean;
-  /** The SandboxKey: path of the pinned netns file. Null for host-network pods. */
-  netnsPath: string | null;
-  networkState: NetworkState;
-  /** JSON: the CNI network lists and attachment used for ADD, kept so DEL works after a restart. */
+  /** JSON: the CNI network lists and attachment used for ADD (StoredNetworking), kept so DEL works after a restart. */
   cniConfigJson: string | null;
   /** JSON: the CNI results of the ADDs (loopback and default network). */
   cniResultJson: string | null;
-  ip: string;
-  additionalIps: string[];
-  /** Nanoseconds since the epoch, as a decimal string: int64 ns does not fit a JS number. */
-  createdAt: string;
-  /** Host pid of the infra process, 0 when none is running. */
-  pid: number;
-  cgroupParent: string;
-  /** Per-sandbox directory: OCI bundle, resolv.conf, hostname. */
-  sandboxDir: string;
 }
 
 /** Fields to change in a sandbox row; the id is the row's identity and never changes. */
@@ -67,7 +49,7 @@ export interface ImageRecord {
   /** Sum of the compressed layer sizes plus the config size, as CRI reports it. */
   size: number;
   layers: ImageLayerRef[];
-  /** Nanoseconds since the epoch, decimal string (see SandboxRow.createdAt). */
+  /** Nanoseconds since the epoch, decimal string (see Sandbox.createdAt in src/model). */
   createdAt: string;
   lastUsedAt: string;
   /** Exempt from kubelet's image garbage collection. */
@@ -115,46 +97,17 @@ export interface LayerRecord {
 
 export type NewLayer = Omit<LayerRecord, 'unpacked'>;
 
-/**
- * CREATING doubles as a journal entry (rolled back at start-up); CREATED, RUNNING and EXITED are
- * CRI's states. The state is what berth last learned: a RUNNING row whose exit file appeared while
- * berthd was down becomes EXITED at start-up.
- */
-export type ContainerState = 'CREATING' | 'CREATED' | 'RUNNING' | 'EXITED';
+/** A container's fields that are plain columns: all but the JSON ones. */
+export type ContainerColumns = Omit<Container, 'spec' | 'user'>;
 
-export interface ContainerRow {
-  id: string;
-  sandboxId: string;
-  name: string;
-  attempt: number;
-  state: ContainerState;
-  /** Name of the last CreateContainer step begun; for repair logs after a crash. */
-  step: string;
-  /** The validated ContainerSpec (src/container/types.ts), JSON. */
+/**
+ * Legacy: a Container with its JSON columns as text, for the row API that goes once its callers
+ * use ContainerRepo.
+ */
+export interface ContainerRow extends ContainerColumns {
+  /** The ContainerSpec (src/model/container.ts), JSON. */
   configJson: string;
-  /** The image as the request named it. */
-  imageName: string;
-  /** The image id (config digest) the rootfs was made from. */
-  imageId: string;
-  /** Nanoseconds since the epoch, decimal strings (see SandboxRow.createdAt); '0' = not yet. */
-  createdAt: string;
-  startedAt: string;
-  finishedAt: string;
-  exitCode: number;
-  /** 'Completed', 'Error', 'OOMKilled', 'Unknown' once exited, else ''. */
-  reason: string;
-  message: string;
-  /** Host pid of the container's init; 0 when none. */
-  pid: number;
-  /** Host pid of its conmon; 0 when none. */
-  monitorPid: number;
-  /** Absolute path of the CRI log file, '' when the container has none. */
-  logPath: string;
-  /** OCI bundle: config.json, conmon's pid files and ctl fifo. */
-  bundleDir: string;
-  /** runc's cgroupsPath, for stats and updates. */
-  cgroupsPath: string;
-  /** The user the process runs as, JSON {uid, gid, additionalGids}. */
+  /** The user the process runs as, JSON {uid, gid, additionalGids}; {} until it is resolved. */
   userJson: string;
 }
 

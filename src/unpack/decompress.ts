@@ -2,7 +2,6 @@ import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { pipeline, type Readable, type Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createGunzip } from 'node:zlib';
-import type { LayerCompression } from '../image/types.js';
 import { UnpackError } from './errors.js';
 
 /**
@@ -20,6 +19,9 @@ const ZSTD_MAX_WINDOW = '--memory=128MB';
 const STDERR_KEEP = 4096;
 /** How long a zstd that has closed its output gets to report its exit status before it is killed. */
 const ZSTD_EXIT_GRACE_MS = 5000;
+
+/** Compression of a layer blob, from its media type (and, when that is vague, its magic bytes). */
+export type LayerCompression = 'gzip' | 'zstd' | 'none';
 
 /** The uncompressed tar bytes of a layer blob, and control over what produces them. */
 export interface Decompressor {

@@ -1,4 +1,5 @@
-import { MEDIA_TYPES, type LayerCompression } from '../image/types.js';
+import { MEDIA_TYPES } from '../registry/manifest.js';
+import type { LayerCompression } from './decompress.js';
 
 const GZIP_MAGIC = Buffer.from([0x1f, 0x8b]);
 const ZSTD_MAGIC = Buffer.from([0x28, 0xb5, 0x2f, 0xfd]);

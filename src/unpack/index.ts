@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
 import { resolve } from 'node:path';
 import type { Readable } from 'node:stream';
-import type { LayerCompression } from '../image/types.js';
 import type { Logger } from '../log.js';
 import { LayerApplier } from './apply.js';
-import { openDecompressor } from './decompress.js';
+import { openDecompressor, type LayerCompression } from './decompress.js';
 import { UnpackError, asUnpackError } from './errors.js';
 import { TarReader } from './tar-reader.js';
 
+export type { LayerCompression } from './decompress.js';
 export { detectCompression } from './detect.js';
 export { UnpackError } from './errors.js';
 

@@ -2,21 +2,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import {
-  copyFile,
-  mkdir,
-  readdir,
-  readFile,
-  readlink,
-  rename,
-  rm,
-  rmdir,
-  stat,
-  symlink,
-  writeFile,
-} from 'node:fs/promises';
+import { mkdir, readFile, readlink, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { run } from '../../src/exec.js';
 import { createLogger } from '../../src/log.js';
 import {
   Conmon,
@@ -25,9 +12,14 @@ import {
   type MonitorCreateRequest,
 } from '../../src/monitor/conmon.js';
 import { ExitWatcher, type ExitRecord } from '../../src/monitor/exits.js';
-import { parseCriLogLine, type CriLogEntry } from '../../src/monitor/logs.js';
 import { Runc } from '../../src/oci/runc.js';
-import { isRunning, waitForExit } from '../../src/process/index.js';
+import type { Spec } from '../../src/oci/spec.js';
+import { isRunning, processesMentioning, waitForExit } from '../../src/process/index.js';
+import { runcDefaultSpec, writeBundle, writeBusyboxRootfs } from '../harness/bundles.js';
+import { removeCgroupTree } from '../harness/cgroups.js';
+import { parseCriLogLine, type CriLogEntry } from '../harness/cri-log.js';
+import { exists } from '../harness/files.js';
+import { waitFor } from '../harness/wait.js';
 
 const suffix = randomBytes(4).toString('hex');
 const base = `/run/berth-test-conmon-${suffix}`;
@@ -51,7 +43,8 @@ const runc = new Runc({ binary: 'runc', root: opts.runtimeRoot, systemdCgroup: f
 const exits = new ExitWatcher(opts.exitDir, createLogger('silent'), opts.persistDir);
 /** Every report of the watcher, in order: each exit must come exactly once. */
 const reported: ExitRecord[] = [];
-let template: Record<string, unknown> = {};
+/** `runc spec`'s defaults, which every bundle starts from. */
+let template: Spec;
 
 interface SpecEdits {
   args: string[];
@@ -61,13 +54,8 @@ interface SpecEdits {
 
 /** A bundle with `runc spec`'s defaults, edited for a non-terminal busybox process. */
 async function makeBundle(id: string, edits: SpecEdits): Promise<string> {
-  const dir = join(base, 'bundles', id);
-  await mkdir(dir, { recursive: true });
-  const spec = structuredClone(template) as {
-    process: { terminal: boolean; args: string[] };
-    root: { path: string; readonly: boolean };
-    linux: { cgroupsPath?: string; resources?: Record<string, unknown> };
-  };
+  const spec = structuredClone(template);
+  assert.ok(spec.process && spec.linux, 'runc spec wrote no process or linux section');
   spec.process.terminal = edits.terminal ?? false;
   spec.process.args = edits.args;
   spec.root = { path: rootfs, readonly: true };
@@ -78,8 +66,7 @@ async function makeBundle(id: string, edits: SpecEdits): Promise<string> {
       memory: { limit: edits.memoryLimit, swap: edits.memoryLimit },
     };
   }
-  await writeFile(join(dir, 'config.json'), JSON.stringify(spec, null, 2));
-  return dir;
+  return writeBundle(join(base, 'bundles', id), spec);
 }
 
 function request(id: string, bundleDir: string, logPath: string): MonitorCreateRequest {
@@ -117,29 +104,10 @@ async function logEntries(path: string): Promise<CriLogEntry[]> {
     });
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>, ms = T): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
-async function exists(path: string): Promise<boolean> {
-  return stat(path).then(
-    () => true,
-    () => false,
-  );
-}
-
-/** Pids of processes whose command line mentions our temp dir (conmon daemons among them). */
+/** Pids of live processes whose command line mentions our temp dir (conmon daemons among them). */
 async function processesMentioningBase(): Promise<number[]> {
   const pids: number[] = [];
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
-    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
-    if (cmdline.includes(base) && (await isRunning(Number(entry)))) pids.push(Number(entry));
-  }
+  for (const pid of await processesMentioning(base)) if (await isRunning(pid)) pids.push(pid);
   return pids;
 }
 
@@ -156,14 +124,8 @@ async function assertNothingLeft(id: string): Promise<void> {
 }
 
 before(async () => {
-  await mkdir(join(rootfs, 'bin'), { recursive: true });
-  for (const dir of ['proc', 'dev', 'sys']) await mkdir(join(rootfs, dir));
-  await copyFile('/bin/busybox', join(rootfs, 'bin', 'busybox'));
-  for (const tool of TOOLS) await symlink('busybox', join(rootfs, 'bin', tool));
-  const specDir = join(base, 'spec');
-  await mkdir(specDir);
-  await run('runc', ['spec', '--bundle', specDir], { timeoutMs: T });
-  template = JSON.parse(await readFile(join(specDir, 'config.json'), 'utf8')) as Record<string, unknown>;
+  await writeBusyboxRootfs(rootfs, TOOLS);
+  template = await runcDefaultSpec();
   await exits.start((rec) => reported.push(rec));
 });
 
@@ -181,13 +143,7 @@ after(async () => {
     await waitForExit(pid, 5_000);
   }
   await rm(base, { recursive: true, force: true });
-  for (const hierarchy of await readdir('/sys/fs/cgroup').catch(() => [])) {
-    const parent = join('/sys/fs/cgroup', hierarchy, cgroupParent);
-    for (const child of await readdir(parent).catch(() => [])) {
-      await rmdir(join(parent, child)).catch(() => undefined);
-    }
-    await rmdir(parent).catch(() => undefined);
-  }
+  await removeCgroupTree(cgroupParent);
 });
 
 test('exit code, monitor files, and stdout/stderr lines in the CRI log', async () => {
@@ -233,7 +189,7 @@ test('exit code, monitor files, and stdout/stderr lines in the CRI log', async (
   await exits.forget(id);
   assert.equal(await exits.read(id), null);
   assert.equal(await exists(join(opts.persistDir, id)), false);
-  await waitFor('the watcher to report', async () => reported.some((r) => r.id === id));
+  await waitFor(async () => reported.some((r) => r.id === id), T, { what: 'the watcher to report' });
   assert.equal(reported.filter((r) => r.id === id).length, 1, 'reported once');
 });
 
@@ -297,13 +253,13 @@ test('reopenLog: after a rename, new lines go to a fresh file at the old path', 
   const logPath = join(base, 'logs', `${id}.log`);
   const script = 'i=0; while true; do echo "tick $i"; i=$((i+1)); sleep 0.05; done';
   const { bundle, created } = await runContainer(id, { args: ['/bin/sh', '-c', script] }, logPath);
-  await waitFor('first lines', async () => (await logEntries(logPath)).length >= 2);
+  await waitFor(async () => (await logEntries(logPath)).length >= 2, T, { what: 'first lines' });
 
   const rotated = `${logPath}.1`;
   await rename(logPath, rotated);
   await conmon.reopenLog(bundle, logPath);
   assert.ok(await exists(logPath), 'reopenLog resolves once the fresh file exists');
-  await waitFor('lines in the fresh file', async () => (await logEntries(logPath)).length >= 2);
+  await waitFor(async () => (await logEntries(logPath)).length >= 2, T, { what: 'lines in the fresh file' });
 
   const old = (await logEntries(rotated)).map((e) => e.message);
   const fresh = (await logEntries(logPath)).map((e) => e.message);
@@ -425,7 +381,9 @@ test('a conmon that fails, hangs or is missing: typed errors, nothing left runni
     return true;
   });
   assert.ok(Date.now() - started < 5_000);
-  await waitFor('the hung fake to be killed', async () => (await processesMentioningBase()).length === 0);
+  await waitFor(async () => (await processesMentioningBase()).length === 0, T, {
+    what: 'the hung fake to be killed',
+  });
 
   const missing = new Conmon({ ...opts, binary: join(base, 'no-such-conmon') });
   await assert.rejects(missing.create(request(id, bundle, '')), /cannot run .*no-such-conmon.*ENOENT/);

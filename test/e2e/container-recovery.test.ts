@@ -9,44 +9,46 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { chmod, lstat, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { basename, join } from 'node:path';
+import { lstat, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { status } from '@grpc/grpc-js';
-import Database from 'better-sqlite3';
-import { findProgram, run } from '../../src/exec.js';
-import { readMountInfo } from '../../src/netns/mountinfo.js';
-import { isRunning } from '../../src/process/index.js';
-import { podConfig, TestDaemon, waitFor, type TestDaemonOptions } from '../harness/daemon.js';
+import { run } from '../../src/exec.js';
+import { readMountInfo } from '../../src/mounts/mountinfo.js';
+import { isRunning, parentPid } from '../../src/process/index.js';
+import { PAUSE_BEFORE_STEP_ENV, TestDaemon, useDaemon } from '../harness/daemon.js';
+import { changeRows, selectRows } from '../harness/database.js';
+import { exists, namesIn } from '../harness/files.js';
 import { rejectsWith } from '../harness/grpc.js';
-import { buildLayer, busyboxEntries, pushImage } from '../harness/images.js';
+import { busyboxLayer, pushImage } from '../harness/images.js';
 import { assertLogged, startAndLog } from '../harness/log.js';
+import {
+  containerConfig,
+  containerInfo,
+  containerStatus,
+  createContainer,
+  execSync,
+  runPod,
+  startContainer,
+  waitContainerState,
+  type Pod,
+} from '../harness/pods.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
+import { writeRuncWrapper } from '../harness/runtime-wrapper.js';
 import { registrySkip as skip } from '../harness/skip.js';
-import type { ExecResponse, WireContainerStatus } from '../harness/wire.js';
+import { waitFor } from '../harness/wait.js';
 
 const SUITE_TIMEOUT_MS = 300_000;
 /** CreateContainer's steps, in order (src/container/service.ts). */
 const CREATE_STEPS = ['rootfs', 'spec', 'monitor'] as const;
 type CreateStep = (typeof CREATE_STEPS)[number];
 
-/** What berth puts under `info.info` of a verbose ContainerStatus (ContainerVerboseInfo). */
-interface VerboseInfo {
-  pid: number;
-  bundleDir: string;
-  rootfs: string;
-}
-
 interface ContainerRowSummary {
   id: string;
   state: string;
   step: string;
   monitor_pid: number;
-}
-
-interface Pod {
-  id: string;
-  config: Record<string, unknown>;
 }
 
 /** The test image (busybox, Cmd `sleep 1000`), pushed once for the whole file. */
@@ -57,9 +59,8 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
 
   before(async () => {
     registry = await startRegistry();
-    const layer = await buildLayer(busyboxEntries(), 'gzip');
     const image = await pushImage(registry, 'berth/recovery', '1', {
-      layers: [layer],
+      layers: [await busyboxLayer()],
       config: { Cmd: ['/bin/sleep', '1000'], WorkingDir: '/' },
     });
     imageRef = image.reference;
@@ -70,18 +71,17 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
   });
 
   describe('with an unmodified runtime', () => {
-    const daemon = useDaemon();
+    const daemon = useDaemon({}, pullTestImage);
 
     for (const step of CREATE_STEPS) {
       test(`kill -9 while CreateContainer is before '${step}': rolled back at start-up, pod still works`, async (t) => {
         const d = daemon();
         const pod = await runPodFor(t, d, `pause-${step}`);
         await d.stop();
-        await startAndLog(d, { BERTH_TEST_PAUSE_BEFORE_STEP: step });
+        await startAndLog(d, { [PAUSE_BEFORE_STEP_ENV]: step });
         // The rpc blocks for good at the pause point; it fails once the daemon is killed.
         const pending = create(d, pod, 'paused').catch((err: unknown) => err);
-        const pauseFile = join(d.stateDir, `test-paused-${step}`);
-        await waitFor(() => d.fileExists(pauseFile), 30_000);
+        const pauseFile = await d.pausedBefore(step);
 
         const [row] = containerRows(d);
         assert.ok(row, 'no journal row');
@@ -89,7 +89,7 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
         assert.equal(row.step, step);
         await assertStateBefore(d, step, row.id);
         assert.deepEqual(await listedContainers(d), [], 'a CREATING container is listed');
-        await rejectsWith(statusOf(d, row.id), status.NOT_FOUND);
+        await rejectsWith(containerStatus(d.cri, row.id), status.NOT_FOUND);
 
         await d.kill9();
         assert.ok((await pending) instanceof Error, 'the paused CreateContainer succeeded');
@@ -101,7 +101,7 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
           step,
         });
         assert.deepEqual(await listedContainers(d), []);
-        await rejectsWith(statusOf(d, row.id), status.NOT_FOUND);
+        await rejectsWith(containerStatus(d.cri, row.id), status.NOT_FOUND);
         assert.deepEqual(await leftoversOf(d, row.id), []);
 
         // The pod survived, and the rolled-back row's (pod, name, attempt) reservation is free.
@@ -116,23 +116,17 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       const d = daemon();
       const pod = await runPodFor(t, d, 'unrecorded');
       const id = await create(d, pod, 'unrecorded');
-      assert.equal((await conmonPids(d, id)).length, 1);
+      assert.equal((await d.conmonPids(id)).length, 1);
       await d.kill9();
       // What CreateContainer leaves when it dies right after conmon.create resolved: the runc
       // container and its conmon exist, the row is still the journal without their pids.
-      const db = new Database(join(d.rootDir, 'berth.db'));
-      try {
-        const update = db.prepare(
-          "UPDATE containers SET state = 'CREATING', step = 'monitor', pid = 0, monitor_pid = 0 WHERE id = ?",
-        );
-        assert.equal(update.run(id).changes, 1);
-      } finally {
-        db.close();
-      }
+      const update =
+        "UPDATE containers SET state = 'CREATING', step = 'monitor', pid = 0, monitor_pid = 0 WHERE id = ?";
+      assert.equal(changeRows(d.rootDir, update, id), 1);
 
       const { log } = await startAndLog(d);
       assertLogged(log, 'rolled back a CreateContainer interrupted by a daemon exit', { container: id });
-      await rejectsWith(statusOf(d, id), status.NOT_FOUND);
+      await rejectsWith(containerStatus(d.cri, id), status.NOT_FOUND);
       // conmon writes its exit file when its container dies, after the rollback killed it.
       await sleep(1_000);
       assert.deepEqual(await leftoversOf(d, id), []);
@@ -149,31 +143,31 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       const later = await createStarted(d, pod, 'later', {
         command: ['/bin/sh', '-c', 'while ! test -e /tmp/go; do sleep 0.1; done; exit 5'],
       });
-      const before = await statusOf(d, keeps);
-      const { pid } = await verboseInfo(d, keeps);
-      const { rootfs: laterRootfs } = await verboseInfo(d, later);
+      const before = await containerStatus(d.cri, keeps);
+      const { pid } = await containerInfo(d.cri, keeps);
+      const { rootfs: laterRootfs } = await containerInfo(d.cri, later);
       assert.equal(before.state, 'CONTAINER_RUNNING');
 
       await d.kill9();
       const { at: restartedAt } = await startAndLog(d);
 
-      assert.deepEqual(await statusOf(d, keeps), before);
-      assert.equal((await verboseInfo(d, keeps)).pid, pid);
+      assert.deepEqual(await containerStatus(d.cri, keeps), before);
+      assert.equal((await containerInfo(d.cri, keeps)).pid, pid);
       assert.ok(await isRunning(pid), 'the container process died with berthd');
-      const res = await exec(d, keeps, ['echo', 'still here']);
+      const res = await execSync(d.cri, keeps, ['echo', 'still here']);
       assert.equal(res.exit_code, 0, res.stderr.toString());
       assert.equal(res.stdout.toString(), 'still here\n');
 
       // An exit after the restart is learnt from conmon's exit file alone: only status is polled.
-      assert.equal((await statusOf(d, later)).state, 'CONTAINER_RUNNING');
+      assert.equal((await containerStatus(d.cri, later)).state, 'CONTAINER_RUNNING');
       await writeFile(join(laterRootfs, 'tmp', 'go'), '');
-      const exited = await waitExited(d, later);
+      const exited = await waitContainerState(d.cri, later, 'CONTAINER_EXITED');
       assert.equal(exited.exit_code, 5);
       assert.equal(exited.reason, 'Error');
       assert.ok(BigInt(exited.finished_at) > restartedAt, 'finished_at before the restart');
 
       await d.cri.call('StopContainer', { container_id: keeps, timeout: 10 });
-      const stopped = await statusOf(d, keeps);
+      const stopped = await containerStatus(d.cri, keeps);
       assert.equal(stopped.state, 'CONTAINER_EXITED');
       assert.ok([137, 143].includes(stopped.exit_code), `exit code ${stopped.exit_code}`);
       assert.equal(stopped.reason, 'Error');
@@ -189,7 +183,7 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       const d = daemon();
       const pod = await runPodFor(t, d, 'down-exit');
       const id = await createStarted(d, pod, 'exit9', { command: ['/bin/sh', '-c', 'sleep 1; exit 9'] });
-      const before = await statusOf(d, id);
+      const before = await containerStatus(d.cri, id);
       assert.equal(before.state, 'CONTAINER_RUNNING');
       await d.kill9();
       await sleep(3_000);
@@ -197,7 +191,7 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       const { log, at } = await startAndLog(d);
 
       assertLogged(log, 'container exited while berthd was down', { container: id, exitCode: 9 });
-      const st = await statusOf(d, id);
+      const st = await containerStatus(d.cri, id);
       assert.equal(st.state, 'CONTAINER_EXITED');
       assert.equal(st.exit_code, 9);
       assert.equal(st.reason, 'Error');
@@ -216,8 +210,8 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       const pod = await runPodFor(t, d, 'no-monitor');
       const alive = await createStarted(d, pod, 'alive');
       const dead = await createStarted(d, pod, 'dead');
-      const alivePid = (await verboseInfo(d, alive)).pid;
-      const deadPid = (await verboseInfo(d, dead)).pid;
+      const alivePid = (await containerInfo(d.cri, alive)).pid;
+      const deadPid = (await containerInfo(d.cri, dead)).pid;
       const monitors = [await killMonitor(d, alive, alivePid), await killMonitor(d, dead, deadPid)];
       assert.ok(await isRunning(alivePid), 'the container died with its conmon');
       await d.kill9();
@@ -230,20 +224,20 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       // Without a monitor nobody would record its exit or drain its output: berth ends it, and
       // kubelet sees an exit it can act on (restart policy) instead of a container nobody watches.
       assertLogged(log, 'container had lost its monitor: killed', { container: alive });
-      const killed = await statusOf(d, alive);
+      const killed = await containerStatus(d.cri, alive);
       assert.equal(killed.state, 'CONTAINER_EXITED');
       assert.equal(killed.exit_code, 137);
       assert.equal(killed.reason, 'Error');
       assert.match(killed.message, /monitor \(conmon\) was gone/);
       await waitFor(async () => !(await isRunning(alivePid)), 10_000);
-      assert.ok(['stopped', ''].includes(await runcStatus(d, alive)), 'runc still runs it');
+      assert.ok(['stopped', ''].includes(await d.runcStatus(alive)), 'runc still runs it');
 
       // Nothing to kill: the exit happened, its code is lost.
       assertLogged(log, 'container lost: reported exited with code 255', {
         container: dead,
         rebooted: false,
       });
-      const lost = await statusOf(d, dead);
+      const lost = await containerStatus(d.cri, dead);
       assert.equal(lost.state, 'CONTAINER_EXITED');
       assert.equal(lost.exit_code, 255);
       assert.equal(lost.reason, 'Unknown');
@@ -264,17 +258,16 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       const running = await createStarted(d, pod, 'running');
       const created = await create(d, pod, 'created');
       const done = await createStarted(d, pod, 'done', { command: ['/bin/sh', '-c', 'exit 3'] });
-      const doneBefore = await waitExited(d, done);
-      const { pid } = await verboseInfo(d, running);
+      const doneBefore = await waitContainerState(d.cri, done, 'CONTAINER_EXITED');
+      const { pid } = await containerInfo(d.cri, running);
 
       // What a reboot does to berth's world: berthd, conmon and every container die, mounts go,
       // and the state dir (tmpfs) comes back empty. The root dir with SQLite survives.
       await d.kill9();
-      for (const monitor of await conmonPids(d)) process.kill(monitor, 'SIGKILL');
-      await waitFor(async () => (await conmonPids(d)).length === 0, 10_000);
-      const runcRoot = join(d.stateDir, 'runc');
+      for (const monitor of await d.conmonPids()) process.kill(monitor, 'SIGKILL');
+      await waitFor(async () => (await d.conmonPids()).length === 0, 10_000);
       for (const id of await d.runcContainers()) {
-        await run('runc', ['--root', runcRoot, 'delete', '--force', id], { timeoutMs: 10_000 });
+        await run('runc', ['--root', d.runcRoot, 'delete', '--force', id], { timeoutMs: 10_000 });
       }
       assert.ok(!(await isRunning(pid)));
       const mounts = (await readMountInfo())
@@ -290,7 +283,7 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       assertLogged(log, 'first start since boot: pod processes and netns mounts are gone');
       for (const id of [running, created]) {
         assertLogged(log, 'container lost: reported exited with code 255', { container: id, rebooted: true });
-        const st = await statusOf(d, id);
+        const st = await containerStatus(d.cri, id);
         assert.equal(st.state, 'CONTAINER_EXITED', id === running ? 'running' : 'created');
         assert.equal(st.exit_code, 255);
         assert.equal(st.reason, 'Unknown');
@@ -298,7 +291,7 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
         assert.notEqual(st.finished_at, '0');
       }
       // An exit recorded before the reboot is kept as it was.
-      assert.deepEqual(await statusOf(d, done), doneBefore);
+      assert.deepEqual(await containerStatus(d.cri, done), doneBefore);
       assert.equal(await podState(d, pod.id), 'SANDBOX_NOTREADY');
       assert.deepEqual(await d.runcContainers(), []);
 
@@ -318,14 +311,14 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       });
       const created = await create(d, pod, 'created');
       const exited = await createStarted(d, pod, 'exited', { command: ['/bin/sh', '-c', 'exit 0'] });
-      await waitExited(d, exited);
-      const pids = [(await verboseInfo(d, running)).pid, (await verboseInfo(d, stubborn)).pid];
+      await waitContainerState(d.cri, exited, 'CONTAINER_EXITED');
+      const pids = [(await containerInfo(d.cri, running)).pid, (await containerInfo(d.cri, stubborn)).pid];
       assert.deepEqual(await listedContainers(d, pod.id), [running, stubborn, created, exited].sort());
 
       await removePod(d, pod);
 
       for (const id of [running, stubborn, created, exited]) {
-        await rejectsWith(statusOf(d, id), status.NOT_FOUND);
+        await rejectsWith(containerStatus(d.cri, id), status.NOT_FOUND);
         assert.deepEqual(await leftoversOf(d, id), [], id);
       }
       for (const pid of pids) assert.ok(!(await isRunning(pid)), `process ${pid} still runs`);
@@ -337,8 +330,8 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       const pod = await runPodFor(t, d, 'monitor-dies');
       const runs = await createStarted(d, pod, 'runs');
       const ends = await createStarted(d, pod, 'ends');
-      const runsPid = (await verboseInfo(d, runs)).pid;
-      const endsPid = (await verboseInfo(d, ends)).pid;
+      const runsPid = (await containerInfo(d.cri, runs)).pid;
+      const endsPid = (await containerInfo(d.cri, ends)).pid;
       await killMonitor(d, runs, runsPid);
       await killMonitor(d, ends, endsPid);
       process.kill(endsPid, 'SIGKILL');
@@ -346,12 +339,12 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
 
       // Neither may wait for an exit file nobody will write, nor fail for want of one.
       await d.cri.call('StopContainer', { container_id: runs, timeout: 0 });
-      const stopped = await statusOf(d, runs);
+      const stopped = await containerStatus(d.cri, runs);
       assert.equal(stopped.state, 'CONTAINER_EXITED');
       assert.equal(stopped.exit_code, 137);
       assert.ok(!(await isRunning(runsPid)), 'StopContainer left the process running');
       await d.cri.call('StopContainer', { container_id: ends, timeout: 0 });
-      assert.equal((await statusOf(d, ends)).state, 'CONTAINER_EXITED');
+      assert.equal((await containerStatus(d.cri, ends)).state, 'CONTAINER_EXITED');
 
       await removePod(d, pod);
       assert.deepEqual(await leftoversOf(d, runs, runsPid), []);
@@ -363,13 +356,13 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       const d = daemon();
       const pod = await runPodFor(t, d, 'monitor-dies-alone');
       const id = await createStarted(d, pod, 'ends');
-      const { pid } = await verboseInfo(d, id);
+      const { pid } = await containerInfo(d.cri, id);
       await killMonitor(d, id, pid);
       process.kill(pid, 'SIGKILL');
       await waitFor(async () => !(await isRunning(pid)), 10_000);
 
       // kubelet polls ContainerStatus and ListContainers (PLEG relists every second).
-      const ended = await waitExited(d, id, 3_000);
+      const ended = await waitContainerState(d.cri, id, 'CONTAINER_EXITED', 3_000);
       assert.equal(ended.exit_code, 255);
       assert.equal(ended.reason, 'Unknown');
       const exited = await d.cri.call<{ containers: { id: string }[] }>('ListContainers', {
@@ -390,7 +383,7 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
     const daemon = useDaemon(async () => {
       holdDir = await mkdtemp('/run/berth-test-hold-');
       return { extraArgs: ['--runtime', await holdingRuntime(holdDir)] };
-    });
+    }, pullTestImage);
     after(async () => {
       if (holdDir) await rm(holdDir, { recursive: true, force: true });
     });
@@ -401,7 +394,7 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       const hold = join(holdDir, 'hold-create');
       await writeFile(hold, '');
       const pending = create(d, pod, 'mid').catch((err: unknown) => err);
-      await waitFor(() => d.fileExists(join(holdDir, 'held-create')), 30_000);
+      await waitFor(() => exists(join(holdDir, 'held-create')), 30_000);
       const [row] = containerRows(d);
       assert.ok(row, 'no journal row');
       assert.deepEqual([row.state, row.step, row.monitor_pid], ['CREATING', 'monitor', 0]);
@@ -414,7 +407,7 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       await waitFor(async () => (await d.runcContainers()).includes(row.id), 10_000);
       const { log } = await startAndLog(d);
       assertLogged(log, 'rolled back a CreateContainer interrupted by a daemon exit', { container: row.id });
-      await rejectsWith(statusOf(d, row.id), status.NOT_FOUND);
+      await rejectsWith(containerStatus(d.cri, row.id), status.NOT_FOUND);
       assert.deepEqual(await leftoversOf(d, row.id), []);
 
       await assertPodWorks(d, pod, 'mid');
@@ -429,21 +422,21 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       const hold = join(holdDir, 'hold-start');
       await writeFile(hold, '');
       const pending = d.cri.call('StartContainer', { container_id: id }).catch((err: unknown) => err);
-      await waitFor(() => d.fileExists(join(holdDir, 'held-start')), 30_000);
+      await waitFor(() => exists(join(holdDir, 'held-start')), 30_000);
       await d.kill9();
       assert.ok((await pending) instanceof Error, 'StartContainer succeeded');
       // runc start goes on without berthd, as it would after a kill -9 in this window.
       await rm(hold);
-      await waitFor(async () => (await runcStatus(d, id)) === 'running', 10_000);
+      await waitFor(async () => (await d.runcStatus(id)) === 'running', 10_000);
       try {
         await startAndLog(d);
-        const st = await statusOf(d, id);
+        const st = await containerStatus(d.cri, id);
         assert.equal(st.state, 'CONTAINER_RUNNING', 'a running container is reported as created');
         assert.notEqual(st.started_at, '0');
-        const res = await exec(d, id, ['echo', 'up']);
+        const res = await execSync(d.cri, id, ['echo', 'up']);
         assert.equal(res.stdout.toString(), 'up\n');
         await d.cri.call('StopContainer', { container_id: id, timeout: 10 });
-        const stopped = await statusOf(d, id);
+        const stopped = await containerStatus(d.cri, id);
         assert.equal(stopped.state, 'CONTAINER_EXITED');
         assert.ok([137, 143].includes(stopped.exit_code), `exit code ${stopped.exit_code}`);
       } finally {
@@ -458,23 +451,8 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
 // ---------------------------------------------------------------------------------------------
 // The daemon
 
-/**
- * A daemon for the enclosing describe block, destroyed (with all it left on the host) after it.
- * `opts` is called in the before hook, so it can make files the daemon's flags name.
- */
-function useDaemon(opts: () => Promise<TestDaemonOptions> = async () => ({})): () => TestDaemon {
-  let daemon: TestDaemon | undefined;
-  before(async () => {
-    daemon = await TestDaemon.create({ cni: 'bridge', ...(await opts()) });
-    await daemon.cri.callImage('PullImage', { image: { image: imageRef } });
-  });
-  after(async () => {
-    await daemon?.destroy();
-  });
-  return () => {
-    assert.ok(daemon, 'daemon not created');
-    return daemon;
-  };
+async function pullTestImage(d: TestDaemon): Promise<void> {
+  await d.cri.callImage('PullImage', { image: { image: imageRef } });
 }
 
 /**
@@ -483,10 +461,7 @@ function useDaemon(opts: () => Promise<TestDaemonOptions> = async () => ({})): (
  * itself runs once the hold file is removed, whether or not berthd is still there.
  */
 async function holdingRuntime(dir: string): Promise<string> {
-  const runc = await findProgram('runc');
-  const path = join(dir, 'runc');
-  const script = [
-    '#!/bin/sh',
+  return writeRuncWrapper(join(dir, 'runc'), [
     'for arg in "$@"; do',
     '  case "$arg" in',
     '  create | start)',
@@ -498,12 +473,7 @@ async function holdingRuntime(dir: string): Promise<string> {
     '    ;;',
     '  esac',
     'done',
-    `exec '${runc}' "$@"`,
-    '',
-  ].join('\n');
-  await writeFile(path, script);
-  await chmod(path, 0o755);
-  return path;
+  ]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -511,7 +481,7 @@ async function holdingRuntime(dir: string): Promise<string> {
 
 /** Runs a pod for one test and removes it after the test whatever happened: later tests start clean. */
 async function runPodFor(t: TestContext, d: TestDaemon, name: string): Promise<Pod> {
-  const pod = await runPod(d, name);
+  const pod = await runPod(d.cri, d.pod(name));
   t.after(() => forceRemovePod(d, pod));
   return pod;
 }
@@ -529,12 +499,6 @@ async function forceRemovePod(d: TestDaemon, pod: Pod): Promise<void> {
   await removePod(d, pod).catch(() => undefined);
 }
 
-async function runPod(d: TestDaemon, name: string): Promise<Pod> {
-  const config = podConfig(name, { log_directory: join(d.base, 'logs', name) });
-  const res = await d.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config });
-  return { id: res.pod_sandbox_id, config };
-}
-
 async function podState(d: TestDaemon, id: string): Promise<string> {
   const res = await d.cri.call<{ status: { state: string } }>('PodSandboxStatus', { pod_sandbox_id: id });
   return res.status.state;
@@ -544,60 +508,18 @@ async function removePod(d: TestDaemon, pod: Pod): Promise<void> {
   await d.cri.call('RemovePodSandbox', { pod_sandbox_id: pod.id });
 }
 
-async function create(
+/** A container of the test image in `pod`. */
+function create(d: TestDaemon, pod: Pod, name: string, extra: Record<string, unknown> = {}): Promise<string> {
+  return createContainer(d.cri, pod, containerConfig(name, imageRef, extra));
+}
+
+function createStarted(
   d: TestDaemon,
   pod: Pod,
   name: string,
   extra: Record<string, unknown> = {},
 ): Promise<string> {
-  const res = await d.cri.call<{ container_id: string }>('CreateContainer', {
-    pod_sandbox_id: pod.id,
-    config: {
-      metadata: { name, attempt: 0 },
-      image: { image: imageRef },
-      log_path: `${name}/0.log`,
-      ...extra,
-    },
-    sandbox_config: pod.config,
-  });
-  assert.match(res.container_id, /^[0-9a-f]{64}$/);
-  return res.container_id;
-}
-
-async function createStarted(
-  d: TestDaemon,
-  pod: Pod,
-  name: string,
-  extra: Record<string, unknown> = {},
-): Promise<string> {
-  const id = await create(d, pod, name, extra);
-  await d.cri.call('StartContainer', { container_id: id });
-  return id;
-}
-
-async function statusOf(d: TestDaemon, id: string): Promise<WireContainerStatus> {
-  const res = await d.cri.call<{ status: WireContainerStatus }>('ContainerStatus', { container_id: id });
-  return res.status;
-}
-
-async function verboseInfo(d: TestDaemon, id: string): Promise<VerboseInfo> {
-  const res = await d.cri.call<{ info: Record<string, string> }>('ContainerStatus', {
-    container_id: id,
-    verbose: true,
-  });
-  const info = res.info.info;
-  assert.ok(info, 'verbose ContainerStatus has no info');
-  return JSON.parse(info) as VerboseInfo;
-}
-
-async function waitExited(d: TestDaemon, id: string, timeoutMs = 20_000): Promise<WireContainerStatus> {
-  let last: WireContainerStatus | undefined;
-  await waitFor(async () => {
-    last = await statusOf(d, id);
-    return last.state === 'CONTAINER_EXITED';
-  }, timeoutMs);
-  assert.ok(last);
-  return last;
+  return startContainer(d.cri, pod, containerConfig(name, imageRef, extra));
 }
 
 async function listedContainers(d: TestDaemon, podId?: string): Promise<string[]> {
@@ -606,15 +528,11 @@ async function listedContainers(d: TestDaemon, podId?: string): Promise<string[]
   return res.containers.map((c) => c.id).sort();
 }
 
-async function exec(d: TestDaemon, id: string, cmd: string[]): Promise<ExecResponse> {
-  return d.cri.call<ExecResponse>('ExecSync', { container_id: id, cmd, timeout: 10 });
-}
-
 /** Checks the pod still takes containers: create, start, exec, then remove it again. */
 async function assertPodWorks(d: TestDaemon, pod: Pod, name: string): Promise<void> {
   const id = await createStarted(d, pod, name);
-  assert.equal((await statusOf(d, id)).state, 'CONTAINER_RUNNING');
-  const res = await exec(d, id, ['echo', 'alive']);
+  assert.equal((await containerStatus(d.cri, id)).state, 'CONTAINER_RUNNING');
+  const res = await execSync(d.cri, id, ['echo', 'alive']);
   assert.equal(res.exit_code, 0, res.stderr.toString());
   assert.equal(res.stdout.toString(), 'alive\n');
   await d.cri.call('RemoveContainer', { container_id: id });
@@ -625,14 +543,7 @@ async function assertPodWorks(d: TestDaemon, pod: Pod, name: string): Promise<vo
 // Looking at the host
 
 function containerRows(d: TestDaemon): ContainerRowSummary[] {
-  const db = new Database(join(d.rootDir, 'berth.db'), { readonly: true });
-  try {
-    return db
-      .prepare('SELECT id, state, step, monitor_pid FROM containers ORDER BY id')
-      .all() as ContainerRowSummary[];
-  } finally {
-    db.close();
-  }
+  return selectRows(d.rootDir, 'SELECT id, state, step, monitor_pid FROM containers ORDER BY id');
 }
 
 function containerDir(d: TestDaemon, id: string): string {
@@ -658,7 +569,7 @@ async function assertStateBefore(d: TestDaemon, step: CreateStep, id: string): P
       break;
   }
   assert.ok(!(await d.runcContainers()).includes(id), 'runc container before the monitor step');
-  assert.deepEqual(await conmonPids(d, id), [], 'conmon before the monitor step');
+  assert.deepEqual(await d.conmonPids(id), [], 'conmon before the monitor step');
 }
 
 /** Everything of container `id` still on the host, as readable descriptions; [] when clean. */
@@ -681,66 +592,31 @@ async function leftoversOf(d: TestDaemon, id: string, pid = 0): Promise<string[]
   for (const m of await readMountInfo()) {
     if (m.mountPoint.includes(id)) found.push(`mount ${m.mountPoint}`);
   }
-  for (const monitor of await conmonPids(d, id)) found.push(`conmon ${monitor}`);
+  for (const monitor of await d.conmonPids(id)) found.push(`conmon ${monitor}`);
   if (pid > 0 && (await isRunning(pid))) found.push(`container process ${pid}`);
   return found;
-}
-
-/** Live conmons of this daemon (their args name its dirs), or only the one monitoring `id`. */
-async function conmonPids(d: TestDaemon, id?: string): Promise<number[]> {
-  const pids: number[] = [];
-  for (const name of await readdir('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    const argv = (await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '')).split('\0');
-    if (basename(argv[0] ?? '') !== 'conmon' || !argv.some((a) => a.includes(d.base))) continue;
-    if (id !== undefined && argv[argv.indexOf('--cid') + 1] !== id) continue;
-    if (await isRunning(Number(name))) pids.push(Number(name));
-  }
-  return pids;
 }
 
 /** SIGKILLs the conmon of container `id` (its init's parent) and returns its pid once it is gone. */
 async function killMonitor(d: TestDaemon, id: string, containerPid: number): Promise<number> {
   const monitor = await parentPid(containerPid);
-  assert.deepEqual(await conmonPids(d, id), [monitor], "the container's parent is not its conmon");
+  assert.ok(monitor !== null && monitor > 1, `no parent for ${containerPid}`);
+  assert.deepEqual(await d.conmonPids(id), [monitor], "the container's parent is not its conmon");
   process.kill(monitor, 'SIGKILL');
   await waitFor(async () => !(await isRunning(monitor)), 10_000);
   return monitor;
 }
 
-/** The parent pid of a live process (field 4 of /proc/<pid>/stat). */
-async function parentPid(pid: number): Promise<number> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-  const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-  assert.ok(Number.isInteger(ppid) && ppid > 1, `no parent for ${pid}`);
-  return ppid;
-}
-
-/** runc's status word for `id` ('created', 'running', 'stopped'), '' when runc does not know it. */
-async function runcStatus(d: TestDaemon, id: string): Promise<string> {
-  const runcRoot = join(d.stateDir, 'runc');
-  const out = await run('runc', ['--root', runcRoot, 'state', id], { timeoutMs: 10_000 }).catch(() => null);
-  return out ? (JSON.parse(out.stdout) as { status: string }).status : '';
-}
-
 /** Once every pod is removed: nothing of any container may remain. */
 async function assertHostClean(d: TestDaemon): Promise<void> {
-  const names = (dir: string): Promise<string[]> => readdir(dir).catch(() => [] as string[]);
   assert.deepEqual(await listedContainers(d), [], 'ListContainers');
   assert.deepEqual(containerRows(d), [], 'container rows in SQLite');
-  assert.deepEqual(await names(join(d.rootDir, 'containers')), [], 'container dirs');
+  assert.deepEqual(await namesIn(join(d.rootDir, 'containers')), [], 'container dirs');
   assert.deepEqual(await d.runcContainers(), [], 'runc containers');
-  assert.deepEqual(await names(join(d.stateDir, 'exits')), [], 'exit files');
-  assert.deepEqual(await names(join(d.stateDir, 'monitor')), [], 'persist dirs');
-  assert.deepEqual(await names(join(d.stateDir, 'sockets')), [], 'attach socket links');
-  assert.deepEqual(await conmonPids(d), [], 'conmon processes');
+  assert.deepEqual(await namesIn(join(d.stateDir, 'exits')), [], 'exit files');
+  assert.deepEqual(await namesIn(join(d.stateDir, 'monitor')), [], 'persist dirs');
+  assert.deepEqual(await namesIn(join(d.stateDir, 'sockets')), [], 'attach socket links');
+  assert.deepEqual(await d.conmonPids(), [], 'conmon processes');
   // The netns dir is bind-mounted on itself for the daemon's lifetime; nothing else may be.
-  const mounts = (await readMountInfo())
-    .map((m) => m.mountPoint)
-    .filter((p) => p.startsWith(`${d.base}/`) && p !== d.netnsDir);
-  assert.deepEqual(mounts, [], 'mounts under the test dir');
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+  assert.deepEqual(await d.podMounts(), [], 'mounts under the test dir');
 }

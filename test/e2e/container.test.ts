@@ -4,24 +4,30 @@
  * conmon. Needs root. Traffic goes to loopback and to the test pods' own addresses only.
  */
 import assert from 'node:assert/strict';
-import { mkdir, readdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { run } from '../../src/exec.js';
 import { EXEC_SYNC_OUTPUT_CAP } from '../../src/oci/exec-sync.js';
-import { TestDaemon, waitFor } from '../harness/daemon.js';
+import { TestDaemon } from '../harness/daemon.js';
+import { namesIn } from '../harness/files.js';
 import { rejectsWith } from '../harness/grpc.js';
-import {
-  buildLayer,
-  busyboxEntries,
-  pushImage,
-  type LayerEntry,
-  type PushedImage,
-} from '../harness/images.js';
+import { busyboxLayer, pushImage, type PushedImage } from '../harness/images.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
+import {
+  containerConfig,
+  containerStatus,
+  createContainer,
+  execSync,
+  execText,
+  runPod,
+  waitContainerState,
+  type Pod,
+} from '../harness/pods.js';
 import { registrySkip as skip } from '../harness/skip.js';
-import type { ExecResponse, WireContainer, WireContainerStatus } from '../harness/wire.js';
+import { waitFor } from '../harness/wait.js';
+import type { WireContainer } from '../harness/wire.js';
 
 const SUITE_TIMEOUT_MS = 600_000;
 
@@ -35,17 +41,14 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   let stopSignalImage: PushedImage;
   /** No Entrypoint, no Cmd. */
   let bare: PushedImage;
-  let podId: string;
-  let podConfigUsed: Record<string, unknown>;
+  let main: Pod;
 
   before(async () => {
     registry = await startRegistry();
-    const entries: LayerEntry[] = [
-      ...busyboxEntries(),
-      ...EXTRA_APPLETS.map((a): LayerEntry => ({ type: 'symlink', path: `bin/${a}`, target: 'busybox' })),
-      { type: 'dir', path: 'data' },
-    ];
-    const layer = await buildLayer(entries, 'gzip');
+    const layer = await busyboxLayer('gzip', {
+      applets: EXTRA_APPLETS,
+      entries: [{ type: 'dir', path: 'data' }],
+    });
     image = await pushImage(registry, 'berth/ctr', '1', {
       layers: [layer],
       config: { Cmd: ['/bin/sleep', '1000'], WorkingDir: '/' },
@@ -59,9 +62,7 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     await daemon.cri.callImage('PullImage', { image: { image: bare.reference } });
     await daemon.cri.callImage('PullImage', { image: { image: image.reference } });
     await daemon.cri.callImage('PullImage', { image: { image: stopSignalImage.reference } });
-    podConfigUsed = pod('main');
-    podId = (await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config: podConfigUsed }))
-      .pod_sandbox_id;
+    main = await runPod(daemon.cri, daemon.pod('main'));
   });
 
   after(async () => {
@@ -69,63 +70,20 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     await registry?.stop();
   });
 
-  function pod(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
-    return daemon.pod(name, extra);
+  /** A container of the test image, labelled with its name. */
+  function config(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+    const labels = { labels: { name, suite: 'berth' }, annotations: { 'berth.test/container': name } };
+    return containerConfig(name, image.reference, { ...labels, ...extra });
   }
 
-  function containerConfig(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
-    return {
-      metadata: { name, attempt: 0 },
-      image: { image: image.reference },
-      log_path: `${name}/0.log`,
-      labels: { name, suite: 'berth' },
-      annotations: { 'berth.test/container': name },
-      ...extra,
-    };
-  }
-
-  async function create(
-    name: string,
-    extra: Record<string, unknown> = {},
-    sandbox = podId,
-    sandboxConfig = podConfigUsed,
-  ): Promise<string> {
-    const res = await daemon.cri.call<{ container_id: string }>('CreateContainer', {
-      pod_sandbox_id: sandbox,
-      config: containerConfig(name, extra),
-      sandbox_config: sandboxConfig,
-    });
-    return res.container_id;
+  function create(name: string, extra: Record<string, unknown> = {}, pod = main): Promise<string> {
+    return createContainer(daemon.cri, pod, config(name, extra));
   }
 
   async function startNew(name: string, extra: Record<string, unknown> = {}): Promise<string> {
     const id = await create(name, extra);
     await daemon.cri.call('StartContainer', { container_id: id });
     return id;
-  }
-
-  async function statusOf(id: string): Promise<WireContainerStatus> {
-    return (await daemon.cri.call<{ status: WireContainerStatus }>('ContainerStatus', { container_id: id }))
-      .status;
-  }
-
-  async function waitExited(id: string, timeoutMs = 20_000): Promise<WireContainerStatus> {
-    let last: WireContainerStatus | null = null;
-    await waitFor(async () => {
-      last = await statusOf(id);
-      return last.state === 'CONTAINER_EXITED';
-    }, timeoutMs);
-    return last as unknown as WireContainerStatus;
-  }
-
-  async function exec(id: string, cmd: string[], timeout = 10): Promise<ExecResponse> {
-    return daemon.cri.call<ExecResponse>('ExecSync', { container_id: id, cmd, timeout });
-  }
-
-  async function execText(id: string, cmd: string[]): Promise<string> {
-    const res = await exec(id, cmd);
-    assert.equal(res.exit_code, 0, `${cmd.join(' ')}: ${res.stderr.toString()}`);
-    return res.stdout.toString();
   }
 
   async function remove(id: string): Promise<void> {
@@ -136,15 +94,15 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     const id = await startNew('net');
     const sandbox = await daemon.cri.call<{ status: { network: { ip: string } }; info: { info: string } }>(
       'PodSandboxStatus',
-      { pod_sandbox_id: podId, verbose: true },
+      { pod_sandbox_id: main.id, verbose: true },
     );
     const info = JSON.parse(sandbox.info.info) as { sandboxKey: string };
-    const addr = await execText(id, ['ip', '-4', 'addr', 'show', 'eth0']);
+    const addr = await execText(daemon.cri, id, ['ip', '-4', 'addr', 'show', 'eth0']);
     assert.match(addr, new RegExp(`inet ${sandbox.status.network.ip.replace(/\./g, '\\.')}/24`));
-    const link = await execText(id, ['readlink', '/proc/self/ns/net']);
+    const link = await execText(daemon.cri, id, ['readlink', '/proc/self/ns/net']);
     const inode = (await stat(info.sandboxKey)).ino;
     assert.equal(link.trim(), `net:[${inode}]`);
-    const st = await statusOf(id);
+    const st = await containerStatus(daemon.cri, id);
     assert.equal(st.state, 'CONTAINER_RUNNING');
     assert.notEqual(st.started_at, '0');
     assert.equal(st.image?.image, image.reference);
@@ -160,51 +118,43 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     const client = await startNew('client');
     let reply = '';
     await waitFor(async () => {
-      const res = await exec(client, ['nc', '127.0.0.1', '8080'], 5);
+      const res = await execSync(daemon.cri, client, ['nc', '127.0.0.1', '8080'], 5);
       reply = res.stdout.toString();
       return reply.includes('hello-from-server');
     }, 10_000);
     for (const ns of ['ipc', 'uts', 'net']) {
-      const a = await execText(server, ['readlink', `/proc/self/ns/${ns}`]);
-      const b = await execText(client, ['readlink', `/proc/self/ns/${ns}`]);
+      const a = await execText(daemon.cri, server, ['readlink', `/proc/self/ns/${ns}`]);
+      const b = await execText(daemon.cri, client, ['readlink', `/proc/self/ns/${ns}`]);
       assert.equal(a, b, `${ns} namespace differs`);
     }
-    assert.equal((await execText(client, ['hostname'])).trim(), 'main');
+    assert.equal((await execText(daemon.cri, client, ['hostname'])).trim(), 'main');
     await remove(server);
     await remove(client);
   });
 
   it('shares the pod pid namespace (catatonit is pid 1) unless the container asks for its own', async () => {
     const shared = await startNew('pid-pod');
-    assert.match(await execText(shared, ['cat', '/proc/1/cmdline']), /catatonit/);
+    assert.match(await execText(daemon.cri, shared, ['cat', '/proc/1/cmdline']), /catatonit/);
     const own = await startNew('pid-own', {
       linux: { security_context: { namespace_options: { pid: 'CONTAINER' } } },
     });
-    assert.match(await execText(own, ['cat', '/proc/1/cmdline']), /sleep/);
+    assert.match(await execText(daemon.cri, own, ['cat', '/proc/1/cmdline']), /sleep/);
     await remove(shared);
     await remove(own);
   });
 
   it('runs a container of a host-network pod in the host netns', async () => {
-    const config = pod('hostnet', {
-      linux: { security_context: { namespace_options: { network: 'NODE' } } },
-    });
-    const hostPod = (await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config }))
-      .pod_sandbox_id;
-    const id = await create(
-      'h',
-      { linux: { security_context: { namespace_options: { network: 'NODE' } } } },
-      hostPod,
-      config,
-    );
+    const hostNetwork = { linux: { security_context: { namespace_options: { network: 'NODE' } } } };
+    const hostPod = await runPod(daemon.cri, daemon.pod('hostnet', hostNetwork));
+    const id = await create('h', hostNetwork, hostPod);
     await daemon.cri.call('StartContainer', { container_id: id });
     const { readlink } = await import('node:fs/promises');
     assert.equal(
-      (await execText(id, ['readlink', '/proc/self/ns/net'])).trim(),
+      (await execText(daemon.cri, id, ['readlink', '/proc/self/ns/net'])).trim(),
       await readlink('/proc/self/ns/net'),
     );
-    await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: hostPod });
-    await rejectsWith(statusOf(id), status.NOT_FOUND);
+    await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: hostPod.id });
+    await rejectsWith(containerStatus(daemon.cri, id), status.NOT_FOUND);
   });
 
   it('writes CRI logs with stdout and stderr, splitting long lines into P chunks and a final F', async () => {
@@ -215,7 +165,7 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
         'echo out-line; echo err-line >&2; head -c 40000 /dev/zero | tr "\\0" x; echo; echo done',
       ],
     });
-    const st = await waitExited(id);
+    const st = await waitContainerState(daemon.cri, id, 'CONTAINER_EXITED');
     assert.equal(st.exit_code, 0);
     assert.equal(st.reason, 'Completed');
     const logPath = join(daemon.base, 'logs', 'main', 'logs', '0.log');
@@ -245,7 +195,7 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
 
   it('reports exit code and reason, and OOMKilled for a container over its memory limit', async () => {
     const failing = await startNew('exit3', { command: ['/bin/sh', '-c', 'exit 3'] });
-    const st = await waitExited(failing);
+    const st = await waitContainerState(daemon.cri, failing, 'CONTAINER_EXITED');
     assert.equal(st.exit_code, 3);
     assert.equal(st.reason, 'Error');
     assert.ok(BigInt(st.finished_at) >= BigInt(st.started_at));
@@ -254,7 +204,7 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
       command: ['/bin/sh', '-c', 'tail /dev/zero'],
       linux: { resources: { memory_limit_in_bytes: String(16 * 1024 * 1024) } },
     });
-    const oom = await waitExited(hog, 30_000);
+    const oom = await waitContainerState(daemon.cri, hog, 'CONTAINER_EXITED', 30_000);
     assert.equal(oom.reason, 'OOMKilled');
     assert.equal(oom.exit_code, 137);
     await remove(failing);
@@ -263,18 +213,18 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
 
   it('runs ExecSync with separate stdout/stderr and exit code, and times out with DEADLINE_EXCEEDED', async () => {
     const id = await startNew('exec');
-    const res = await exec(id, ['/bin/sh', '-c', 'echo to-out; echo to-err >&2; exit 5']);
+    const res = await execSync(daemon.cri, id, ['/bin/sh', '-c', 'echo to-out; echo to-err >&2; exit 5']);
     assert.equal(res.stdout.toString(), 'to-out\n');
     assert.equal(res.stderr.toString(), 'to-err\n');
     assert.equal(res.exit_code, 5);
     const started = Date.now();
-    await rejectsWith(exec(id, ['sleep', '30'], 1), status.DEADLINE_EXCEEDED, /timed out/);
+    await rejectsWith(execSync(daemon.cri, id, ['sleep', '30'], 1), status.DEADLINE_EXCEEDED, /timed out/);
     assert.ok(Date.now() - started < 10_000);
     // The timed-out command is gone from the container.
-    await waitFor(async () => !(await execText(id, ['ps'])).includes('sleep 30'), 5_000);
-    await rejectsWith(exec(id, []), status.INVALID_ARGUMENT, /cmd/);
+    await waitFor(async () => !(await execText(daemon.cri, id, ['ps'])).includes('sleep 30'), 5_000);
+    await rejectsWith(execSync(daemon.cri, id, []), status.INVALID_ARGUMENT, /cmd/);
     // The cap the daemon applies, not a copy of it: more output is read and dropped.
-    const big = await exec(id, [
+    const big = await execSync(daemon.cri, id, [
       '/bin/sh',
       '-c',
       `yes 0123456789abcdef | head -c ${EXEC_SYNC_OUTPUT_CAP + 4096}`,
@@ -282,7 +232,7 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.equal(big.stdout.length, EXEC_SYNC_OUTPUT_CAP);
     assert.equal(big.exit_code, 0);
     await remove(id);
-    await rejectsWith(exec(id, ['true']), status.NOT_FOUND);
+    await rejectsWith(execSync(daemon.cri, id, ['true']), status.NOT_FOUND);
   });
 
   it('stops with the image StopSignal, escalates to SIGKILL after the timeout, and is idempotent', async () => {
@@ -293,24 +243,20 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     await daemon.cri.call('StopContainer', { container_id: stubborn, timeout: 2 });
     const elapsed = Date.now() - started;
     assert.ok(elapsed >= 1900, `stopped after ${elapsed} ms, before the timeout`);
-    const st = await statusOf(stubborn);
+    const st = await containerStatus(daemon.cri, stubborn);
     assert.equal(st.state, 'CONTAINER_EXITED');
     assert.equal(st.exit_code, 137);
     await daemon.cri.call('StopContainer', { container_id: stubborn, timeout: 2 });
 
     // The image says SIGUSR1: sh -c dies of it (exit 128+10) well before the timeout.
-    const usr1 = await daemon.cri.call<{ container_id: string }>('CreateContainer', {
-      pod_sandbox_id: podId,
-      config: { ...containerConfig('usr1'), image: { image: stopSignalImage.reference } },
-      sandbox_config: podConfigUsed,
-    });
-    await daemon.cri.call('StartContainer', { container_id: usr1.container_id });
+    const usr1 = await create('usr1', { image: { image: stopSignalImage.reference } });
+    await daemon.cri.call('StartContainer', { container_id: usr1 });
     const t0 = Date.now();
-    await daemon.cri.call('StopContainer', { container_id: usr1.container_id, timeout: 30 });
+    await daemon.cri.call('StopContainer', { container_id: usr1, timeout: 30 });
     assert.ok(Date.now() - t0 < 10_000);
-    assert.equal((await statusOf(usr1.container_id)).exit_code, 128 + 10);
+    assert.equal((await containerStatus(daemon.cri, usr1)).exit_code, 128 + 10);
     await remove(stubborn);
-    await remove(usr1.container_id);
+    await remove(usr1);
     await remove(stubborn);
   });
 
@@ -318,23 +264,25 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     const named = await startNew('user', {
       linux: { security_context: { run_as_username: 'app', supplemental_groups: ['3000'] } },
     });
-    assert.equal((await execText(named, ['id', '-u'])).trim(), '1000');
-    assert.equal((await execText(named, ['id', '-g'])).trim(), '1000');
-    const groups = (await execText(named, ['id', '-G'])).trim().split(' ');
+    assert.equal((await execText(daemon.cri, named, ['id', '-u'])).trim(), '1000');
+    assert.equal((await execText(daemon.cri, named, ['id', '-g'])).trim(), '1000');
+    const groups = (await execText(daemon.cri, named, ['id', '-G'])).trim().split(' ');
     assert.deepEqual(new Set(groups), new Set(['1000', '2000', '3000']));
 
     const numeric = await startNew('uid', {
       linux: { security_context: { run_as_user: { value: '1234' }, run_as_group: { value: '4321' } } },
     });
-    assert.equal((await execText(numeric, ['id', '-u'])).trim(), '1234');
-    assert.equal((await execText(numeric, ['id', '-g'])).trim(), '4321');
+    assert.equal((await execText(daemon.cri, numeric, ['id', '-u'])).trim(), '1234');
+    assert.equal((await execText(daemon.cri, numeric, ['id', '-g'])).trim(), '4321');
     // The kernel's own list (getgroups), where `id -G` would add the primary group itself: it
     // holds the primary gid, as under containerd.
-    const kernelGroups = (await execText(named, ['grep', '^Groups:', '/proc/self/status'])).split(/\s+/);
+    const kernelGroups = (await execText(daemon.cri, named, ['grep', '^Groups:', '/proc/self/status'])).split(
+      /\s+/,
+    );
     assert.ok(kernelGroups.includes('1000') && kernelGroups.includes('3000'), kernelGroups.join(' '));
 
     const ro = await startNew('ro', { linux: { security_context: { readonly_rootfs: true } } });
-    const touch = await exec(ro, ['touch', '/data/x']);
+    const touch = await execSync(daemon.cri, ro, ['touch', '/data/x']);
     assert.notEqual(touch.exit_code, 0);
     assert.match(touch.stderr.toString(), /Read-only file system/);
     for (const id of [named, numeric, ro]) await remove(id);
@@ -361,16 +309,16 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
         ],
         linux: { security_context: { privileged: true } },
       });
-      assert.equal(await execText(id, ['cat', '/shared/from-host']), 'hi\n');
-      await execText(id, [
+      assert.equal(await execText(daemon.cri, id, ['cat', '/shared/from-host']), 'hi\n');
+      await execText(daemon.cri, id, [
         'sh',
         '-c',
         'mkdir -p /shared/sub && mount -t tmpfs none /shared/sub && echo inner > /shared/sub/f',
       ]);
       assert.equal(await readFile(join(real, 'sub', 'f'), 'utf8'), 'inner\n');
-      const st = await statusOf(id);
+      const st = await containerStatus(daemon.cri, id);
       assert.equal(st.mounts[0]?.propagation, 'PROPAGATION_BIDIRECTIONAL');
-      await execText(id, ['umount', '/shared/sub']);
+      await execText(daemon.cri, id, ['umount', '/shared/sub']);
       await remove(id);
     } finally {
       await run('umount', ['-R', '-l', hostBase], { timeoutMs: 10_000 }).catch(() => undefined);
@@ -416,9 +364,10 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
       await list({ state: { state: 'CONTAINER_RUNNING' }, label_selector: { group: 'one' } }),
       [a],
     );
-    assert.deepEqual(await list({ pod_sandbox_id: podId.slice(0, 10), label_selector: { name: 'list-b' } }), [
-      b,
-    ]);
+    assert.deepEqual(
+      await list({ pod_sandbox_id: main.id.slice(0, 10), label_selector: { name: 'list-b' } }),
+      [b],
+    );
     assert.deepEqual(await list({ pod_sandbox_id: 'f'.repeat(64) }), []);
     const stats = await daemon.cri.call<{
       stats: { attributes: { id: string }; cpu: unknown; memory: unknown }[];
@@ -436,7 +385,7 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
         'dd if=/dev/zero of=/data/blob bs=1024 count=512; while true; do sleep 1; done',
       ],
     });
-    await waitFor(async () => (await execText(id, ['ls', '/data'])).includes('blob'), 10_000);
+    await waitFor(async () => (await execText(daemon.cri, id, ['ls', '/data'])).includes('blob'), 10_000);
     const res = await daemon.cri.call<{
       stats: {
         cpu: { usage_core_nano_seconds: { value: string } };
@@ -475,7 +424,7 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
       status.NOT_FOUND,
       /absent/,
     );
-    await rejectsWith(create('nosandbox', {}, 'f'.repeat(64)), status.NOT_FOUND, /sandbox/);
+    await rejectsWith(create('nosandbox', {}, { ...main, id: 'f'.repeat(64) }), status.NOT_FOUND, /sandbox/);
     await rejectsWith(
       create('group', { linux: { security_context: { run_as_group: { value: '10' } } } }),
       status.INVALID_ARGUMENT,
@@ -515,38 +464,36 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     await daemon.kill9();
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     await daemon.start();
-    const st = await statusOf(exits);
+    const st = await containerStatus(daemon.cri, exits);
     assert.equal(st.state, 'CONTAINER_EXITED');
     assert.equal(st.exit_code, 7);
-    assert.equal((await statusOf(keeps)).state, 'CONTAINER_RUNNING');
-    assert.equal((await exec(keeps, ['true'])).exit_code, 0);
+    assert.equal((await containerStatus(daemon.cri, keeps)).state, 'CONTAINER_RUNNING');
+    assert.equal((await execSync(daemon.cri, keeps, ['true'])).exit_code, 0);
     // The watcher works after the restart too.
     await daemon.cri.call('StopContainer', { container_id: keeps, timeout: 0 });
-    assert.equal((await statusOf(keeps)).exit_code, 137);
+    assert.equal((await containerStatus(daemon.cri, keeps)).exit_code, 137);
     await remove(keeps);
     await remove(exits);
   });
 
   it('stops and removes the containers of a pod with StopPodSandbox and RemovePodSandbox', async () => {
-    const config = pod('second');
-    const second = (await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config }))
-      .pod_sandbox_id;
-    const id = await create('c', {}, second, config);
+    const second = await runPod(daemon.cri, daemon.pod('second'));
+    const id = await create('c', {}, second);
     await daemon.cri.call('StartContainer', { container_id: id });
-    await daemon.cri.call('StopPodSandbox', { pod_sandbox_id: second });
-    assert.equal((await statusOf(id)).state, 'CONTAINER_EXITED');
-    await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: second });
-    await rejectsWith(statusOf(id), status.NOT_FOUND);
+    await daemon.cri.call('StopPodSandbox', { pod_sandbox_id: second.id });
+    assert.equal((await containerStatus(daemon.cri, id)).state, 'CONTAINER_EXITED');
+    await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: second.id });
+    await rejectsWith(containerStatus(daemon.cri, id), status.NOT_FOUND);
     assert.ok(!(await daemon.runcContainers()).includes(id));
-    assert.ok(!(await readdir(join(daemon.rootDir, 'containers')).catch(() => [] as string[])).includes(id));
+    assert.ok(!(await namesIn(join(daemon.rootDir, 'containers'))).includes(id));
   });
 
   /** What a failed create must not leave: container dirs, runc containers, exit files. */
   async function hostState(): Promise<{ dirs: string[]; runc: string[]; exits: string[] }> {
     return {
-      dirs: (await readdir(join(daemon.rootDir, 'containers')).catch(() => [] as string[])).sort(),
+      dirs: (await namesIn(join(daemon.rootDir, 'containers'))).sort(),
       runc: (await daemon.runcContainers()).sort(),
-      exits: (await readdir(join(daemon.stateDir, 'exits')).catch(() => [] as string[])).sort(),
+      exits: (await namesIn(join(daemon.stateDir, 'exits'))).sort(),
     };
   }
 });

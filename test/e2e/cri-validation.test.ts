@@ -14,7 +14,6 @@ import {
   readlink,
   rename,
   rm,
-  rmdir,
   symlink,
   writeFile,
 } from 'node:fs/promises';
@@ -24,7 +23,8 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { run } from '../../src/exec.js';
-import { TestDaemon, waitFor } from '../harness/daemon.js';
+import { removeCgroupTree } from '../harness/cgroups.js';
+import { TestDaemon } from '../harness/daemon.js';
 import { rejectsGrpc } from '../harness/grpc.js';
 import {
   buildLayer,
@@ -34,7 +34,17 @@ import {
   type PushedImage,
 } from '../harness/images.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
+import { mountPointsBelow, unmountAllBelow } from '../harness/mounts.js';
+import {
+  containerStatus,
+  createContainer,
+  execSync,
+  runPodSandbox,
+  waitContainerState,
+  type Pod as RunningPod,
+} from '../harness/pods.js';
 import { registrySkip as skip } from '../harness/skip.js';
+import { waitFor } from '../harness/wait.js';
 import type { WireContainer, WireContainerStatus } from '../harness/wire.js';
 
 const SUITE_TIMEOUT_MS = 300_000;
@@ -71,9 +81,7 @@ interface Exec {
   exitCode: number;
 }
 
-interface Pod {
-  id: string;
-  config: Record<string, unknown>;
+interface Pod extends RunningPod {
   /** The pod's log_directory, or '' when it has none. */
   logDir: string;
 }
@@ -101,34 +109,11 @@ function parseCriLog(text: string): LogMessage[] {
     });
 }
 
-async function hostMounted(under: string): Promise<string[]> {
-  return (await readFile('/proc/self/mountinfo', 'utf8'))
-    .split('\n')
-    .map((line) => line.split(' ')[4] ?? '')
-    .filter((mp) => mp === under || mp.startsWith(`${under}/`));
-}
-
 /** Lazily unmounts everything under `dir`, then removes it only if nothing is mounted there any more. */
 async function unmountAndRemove(dir: string): Promise<void> {
-  for (const mp of (await hostMounted(dir)).sort((a, b) => b.length - a.length)) {
-    await run('umount', ['-l', mp], { timeoutMs: 10_000 }).catch(() => undefined);
-  }
-  if ((await hostMounted(dir)).length > 0) return;
+  await unmountAllBelow(dir);
+  if ((await mountPointsBelow(dir)).length > 0) return;
   await rm(dir, { recursive: true, force: true });
-}
-
-/** Removes cgroup directories named `name` at the top of every hierarchy, children first. */
-async function removeCgroupTrees(name: string): Promise<void> {
-  const removeTree = async (dir: string): Promise<void> => {
-    for (const e of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
-      if (e.isDirectory()) await removeTree(join(dir, e.name));
-    }
-    await rmdir(dir).catch(() => undefined);
-  };
-  for (const hierarchy of await readdir('/sys/fs/cgroup').catch(() => [] as string[])) {
-    const top = join('/sys/fs/cgroup', hierarchy, name);
-    if (existsSync(top)) await removeTree(top);
-  }
 }
 
 async function buildNnpBinary(): Promise<Buffer | null> {
@@ -175,9 +160,8 @@ describe(
       const busybox = await readFile('/bin/busybox');
       const entries: LayerEntry[] = [
         // A masked /bin/ls must be a file of its own: masking a symlink masks busybox itself.
-        ...busyboxEntries().filter((e) => e.path !== 'bin/ls'),
+        ...busyboxEntries(EXTRA_APPLETS).filter((e) => e.path !== 'bin/ls'),
         { type: 'file', path: 'bin/ls', content: busybox, mode: 0o755 },
-        ...EXTRA_APPLETS.map((a): LayerEntry => ({ type: 'symlink', path: `bin/${a}`, target: 'busybox' })),
         { type: 'dir', path: 'data' },
         { type: 'file', path: 'data/secret', content: 'top-secret\n' },
         { type: 'dir', path: 'mnt' },
@@ -226,7 +210,7 @@ describe(
       try {
         await daemon?.destroy();
       } finally {
-        if (daemon) await removeCgroupTrees(`berth-critest-${daemon.tag}`);
+        if (daemon) await removeCgroupTree(`berth-critest-${daemon.tag}`);
         await registry?.stop();
         // After the daemon: no container holds these mounts any more.
         for (const dir of scratch) await unmountAndRemove(dir);
@@ -247,22 +231,15 @@ describe(
         ...(logDir ? { log_directory: logDir } : {}),
         ...extra,
       };
-      const id = (await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config }))
-        .pod_sandbox_id;
-      return { id, config, logDir };
+      return { id: await runPodSandbox(daemon.cri, config), config, logDir };
     }
 
     function ctrConfig(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
       return { metadata: { name, attempt: ATTEMPT }, image: { image: image.reference }, linux: {}, ...extra };
     }
 
-    async function create(pod: Pod, name: string, extra: Record<string, unknown> = {}): Promise<string> {
-      const res = await daemon.cri.call<{ container_id: string }>('CreateContainer', {
-        pod_sandbox_id: pod.id,
-        config: ctrConfig(name, extra),
-        sandbox_config: pod.config,
-      });
-      return res.container_id;
+    function create(pod: Pod, name: string, extra: Record<string, unknown> = {}): Promise<string> {
+      return createContainer(daemon.cri, pod, ctrConfig(name, extra));
     }
 
     async function start(id: string): Promise<void> {
@@ -277,32 +254,16 @@ describe(
       return id;
     }
 
-    async function statusOf(id: string, verbose = false): Promise<WireContainerStatus> {
-      return (
-        await daemon.cri.call<{ status: WireContainerStatus }>('ContainerStatus', {
-          container_id: id,
-          verbose,
-        })
-      ).status;
+    function statusOf(id: string, verbose = false): Promise<WireContainerStatus> {
+      return containerStatus(daemon.cri, id, verbose);
     }
 
-    async function waitState(id: string, state: string, timeoutMs = 20_000): Promise<WireContainerStatus> {
-      let last: WireContainerStatus | null = null;
-      await waitFor(async () => {
-        last = await statusOf(id);
-        return last.state === state;
-      }, timeoutMs).catch((err: unknown) => {
-        throw new Error(`${id} not ${state} (last: ${JSON.stringify(last)}): ${String(err)}`);
-      });
-      return last as unknown as WireContainerStatus;
+    function waitState(id: string, state: string, timeoutMs = 20_000): Promise<WireContainerStatus> {
+      return waitContainerState(daemon.cri, id, state, timeoutMs);
     }
 
     async function exec(id: string, cmd: string[], timeout = EXEC_TIMEOUT): Promise<Exec> {
-      const res = await daemon.cri.call<{ stdout: Buffer; stderr: Buffer; exit_code: number }>('ExecSync', {
-        container_id: id,
-        cmd,
-        timeout,
-      });
+      const res = await execSync(daemon.cri, id, cmd, timeout);
       return { stdout: res.stdout.toString(), stderr: res.stderr.toString(), exitCode: res.exit_code };
     }
 

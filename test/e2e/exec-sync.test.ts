@@ -1,13 +1,14 @@
 /** ExecSync through real runc exec, in a busybox container built by hand; needs root. */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { copyFile, mkdir, readdir, readFile, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { run } from '../../src/exec.js';
 import { EXEC_SYNC_OUTPUT_CAP, execSync, type ExecSyncOptions } from '../../src/oci/exec-sync.js';
 import { Runc } from '../../src/oci/runc.js';
 import type { Process, Spec } from '../../src/oci/spec.js';
+import { runBusyboxContainer, waitForRuncStatus } from '../harness/bundles.js';
+import { removeCgroupTree } from '../harness/cgroups.js';
 
 const isRoot = process.getuid?.() === 0;
 const suffix = randomBytes(4).toString('hex');
@@ -36,31 +37,10 @@ const APPLETS = [
 
 let spec: Spec;
 
-async function makeRootfs(dir: string): Promise<void> {
-  for (const d of ['bin', 'proc', 'dev', 'sys', 'tmp']) await mkdir(join(dir, d), { recursive: true });
-  await copyFile('/bin/busybox', join(dir, 'bin/busybox'));
-  for (const a of APPLETS) await symlink('busybox', join(dir, 'bin', a));
-}
-
-/** `runc spec`'s default, made non-interactive and pointed at our cgroup parent. */
-async function makeBundle(cid: string, args: string[]): Promise<string> {
-  const bundle = join(base, 'bundles', cid);
-  await makeRootfs(join(bundle, 'rootfs'));
-  await run('runc', ['spec', '--bundle', bundle], { timeoutMs: T });
-  const s = JSON.parse(await readFile(join(bundle, 'config.json'), 'utf8')) as Spec;
-  assert.ok(s.process && s.linux);
-  s.process.terminal = false;
-  s.process.args = args;
-  s.linux.cgroupsPath = `/${CGROUP_PARENT}/${cid}`;
-  await writeFile(join(bundle, 'config.json'), JSON.stringify(s, null, 2));
-  return bundle;
-}
-
-async function startContainer(cid: string, args: string[]): Promise<Spec> {
-  const bundle = await makeBundle(cid, args);
-  await runc.create(cid, bundle, join(bundle, 'init.pid'));
-  await runc.start(cid);
-  return JSON.parse(await readFile(join(bundle, 'config.json'), 'utf8')) as Spec;
+/** A busybox container running `args` in a cgroup under our parent. */
+function startContainer(cid: string, args: string[]): Promise<Spec> {
+  const cgroupsPath = `/${CGROUP_PARENT}/${cid}`;
+  return runBusyboxContainer(runc, cid, join(base, 'bundles', cid), { applets: APPLETS, args, cgroupsPath });
 }
 
 function proc(args: string[], over: Partial<Process> = {}): Process {
@@ -75,14 +55,6 @@ const opts = (o: Partial<ExecSyncOptions> = {}): ExecSyncOptions => ({
   ...o,
 });
 
-async function removeTestCgroups(): Promise<void> {
-  for (const hierarchy of await readdir('/sys/fs/cgroup').catch(() => [])) {
-    const parent = join('/sys/fs/cgroup', hierarchy, CGROUP_PARENT);
-    for (const cid of [id, stoppedId]) await rmdir(join(parent, cid)).catch(() => undefined);
-    await rmdir(parent).catch(() => undefined);
-  }
-}
-
 describe('execSync', { skip: isRoot ? false : 'needs root' }, () => {
   before(async () => {
     await mkdir(tmpDir, { recursive: true });
@@ -93,7 +65,7 @@ describe('execSync', { skip: isRoot ? false : 'needs root' }, () => {
     for (const c of await runc.list().catch(() => [])) {
       await runc.delete(c.id, { force: true }).catch(() => undefined);
     }
-    await removeTestCgroups();
+    await removeCgroupTree(CGROUP_PARENT);
     await rm(base, { recursive: true, force: true });
   });
 
@@ -191,10 +163,7 @@ describe('execSync', { skip: isRoot ? false : 'needs root' }, () => {
 
   test('a stopped or unknown container is FailedPrecondition', async () => {
     await startContainer(stoppedId, ['/bin/true']);
-    const deadline = Date.now() + 5_000;
-    while ((await runc.state(stoppedId))?.status !== 'stopped' && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitForRuncStatus(runc, stoppedId, 'stopped');
     await assert.rejects(execSync(runc, stoppedId, proc(['/bin/true']), opts()), (err: Error) => {
       assert.equal(err.name, 'FailedPreconditionError');
       assert.match(err.message, /cannot exec in a stopped container/);

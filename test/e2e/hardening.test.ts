@@ -11,11 +11,13 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status, type ServiceError } from '@grpc/grpc-js';
-import { podConfig, TestDaemon, waitFor } from '../harness/daemon.js';
+import { podConfig, TestDaemon } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
 import { busyboxLayer, pushImage, type PushedImage } from '../harness/images.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
+import { createContainer, execSync, runPod, type Pod } from '../harness/pods.js';
 import { registrySkip } from '../harness/skip.js';
+import { waitFor } from '../harness/wait.js';
 
 const SUITE_TIMEOUT_MS = 600_000;
 const HUGE = 'x'.repeat(110_000);
@@ -42,24 +44,13 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
     await registry?.stop();
   });
 
-  function pod(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
-    return daemon.pod(name, extra);
-  }
-
-  async function runPod(name: string): Promise<{ id: string; config: Record<string, unknown> }> {
-    const config = pod(name);
-    const res = await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config });
-    return { id: res.pod_sandbox_id, config };
+  function runNamedPod(name: string): Promise<Pod> {
+    return runPod(daemon.cri, daemon.pod(name));
   }
 
   function createIn(podId: string, config: Record<string, unknown>, name: string): Promise<string> {
-    return daemon.cri
-      .call<{ container_id: string }>('CreateContainer', {
-        pod_sandbox_id: podId,
-        config: { metadata: { name }, image: { image: image.reference } },
-        sandbox_config: config,
-      })
-      .then((r) => r.container_id);
+    const ctr = { metadata: { name }, image: { image: image.reference } };
+    return createContainer(daemon.cri, { id: podId, config }, ctr);
   }
 
   /** The code a call ended with: OK or its gRPC status. */
@@ -72,16 +63,6 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
     }
   }
 
-  async function conmons(): Promise<number> {
-    let n = 0;
-    for (const pid of await readdir('/proc')) {
-      if (!/^\d+$/.test(pid)) continue;
-      const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
-      if (cmdline.startsWith('/usr/bin/conmon') && cmdline.includes(daemon.base)) n++;
-    }
-    return n;
-  }
-
   /** Rows, netns pins, IP leases, runc containers, conmons and dirs all agree with the API. */
   async function assertNothingLeaked(): Promise<void> {
     const pods = await daemon.cri.call<{ items: unknown[] }>('ListPodSandbox', {});
@@ -92,7 +73,7 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.deepEqual(await daemon.leasedIps(), []);
     assert.deepEqual(await daemon.runcContainers(), []);
     assert.deepEqual(await daemon.sandboxDirs(), []);
-    assert.equal(await conmons(), 0);
+    assert.equal((await daemon.conmonPids()).length, 0);
   }
 
   describe('huge fields', () => {
@@ -118,7 +99,7 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
     });
 
     it('errors quoting a huge hostname or image reference stay small and arrive', async () => {
-      const config = { ...pod('huge-hostname'), hostname: HUGE };
+      const config = { ...daemon.pod('huge-hostname'), hostname: HUGE };
       const err = await rejectsWith(
         daemon.cri.call('RunPodSandbox', { config }),
         status.INVALID_ARGUMENT,
@@ -137,7 +118,7 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
   describe('pod and container operations at the same moment', () => {
     it('RemovePodSandbox racing CreateContainer and StartContainer: Remove wins cleanly, every time', async () => {
       for (let round = 0; round < 12; round++) {
-        const { id, config } = await runPod(`race-${round}`);
+        const { id, config } = await runNamedPod(`race-${round}`);
         const created = createIn(id, config, 'c').then(async (cid) => {
           await daemon.cri.call('StartContainer', { container_id: cid });
           return cid;
@@ -158,7 +139,7 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
 
     it('Start, Stop, ExecSync and a second Remove mixed in: typed answers, nothing left', async () => {
       for (let round = 0; round < 6; round++) {
-        const { id, config } = await runPod(`mixed-${round}`);
+        const { id, config } = await runNamedPod(`mixed-${round}`);
         const cid = await createIn(id, config, 'c');
         const calls = [
           daemon.cri.call('StartContainer', { container_id: cid }),
@@ -185,7 +166,7 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
     let cid: string;
 
     before(async () => {
-      const { id, config } = await runPod('exec-cancel');
+      const { id, config } = await runNamedPod('exec-cancel');
       podId = id;
       cid = await createIn(id, config, 'c');
       await daemon.cri.call('StartContainer', { container_id: cid });
@@ -196,11 +177,7 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
     });
 
     async function running(marker: string): Promise<boolean> {
-      const ps = await daemon.cri.call<{ stdout: Buffer }>('ExecSync', {
-        container_id: cid,
-        cmd: ['ps', '-o', 'args'],
-        timeout: 10,
-      });
+      const ps = await execSync(daemon.cri, cid, ['ps', '-o', 'args']);
       return ps.stdout.toString().includes(marker);
     }
 
@@ -220,14 +197,7 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
     it('after a kill -9 of berthd mid-exec, start-up ends the orphaned exec and sweeps its files', async () => {
       const call = daemon.cri.call('ExecSync', { container_id: cid, cmd: ['sleep', '4325'], timeout: 0 });
       call.catch(() => undefined);
-      await waitFor(async () => {
-        const out = await daemon.cri.call<{ stdout: Buffer }>('ExecSync', {
-          container_id: cid,
-          cmd: ['ps', '-o', 'args'],
-          timeout: 10,
-        });
-        return out.stdout.toString().includes('sleep 4325');
-      }, 10_000);
+      await waitFor(() => running('sleep 4325'), 10_000);
       await daemon.kill9();
       await daemon.start();
       assert.equal(await running('sleep 4325'), false);
@@ -237,7 +207,7 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
 
   describe('RunPodSandbox again for a pod that exists', () => {
     it('a READY pod is returned (kubelet retry); a stopped one is ALREADY_EXISTS until removed', async () => {
-      const { id, config } = await runPod('again');
+      const { id, config } = await runNamedPod('again');
       const again = await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config });
       assert.equal(again.pod_sandbox_id, id);
       await daemon.cri.call('StopPodSandbox', { pod_sandbox_id: id });
@@ -258,7 +228,7 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
     });
 
     it('UpdateContainerResources: memory 1 and, on cgroup v1, unified are INVALID_ARGUMENT', async () => {
-      const { id, config } = await runPod('typed');
+      const { id, config } = await runNamedPod('typed');
       const cid = await createIn(id, config, 'c');
       await daemon.cri.call('StartContainer', { container_id: cid });
       const linux = (over: Record<string, unknown>): Record<string, unknown> => ({
@@ -285,7 +255,7 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
     });
 
     it('a sysctl that is not namespaced is INVALID_ARGUMENT naming it', async () => {
-      const config = { ...pod('sysrq'), linux: { sysctls: { 'kernel.sysrq': '1' } } };
+      const config = { ...daemon.pod('sysrq'), linux: { sysctls: { 'kernel.sysrq': '1' } } };
       await rejectsWith(
         daemon.cri.call('RunPodSandbox', { config }),
         status.INVALID_ARGUMENT,
@@ -296,7 +266,7 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
 
   describe("hostPath mounts and berth's own files", () => {
     it('its database and socket are never mounted; no source is created in its dirs', async () => {
-      const { id, config } = await runPod('hostpath');
+      const { id, config } = await runNamedPod('hostpath');
       const withMount = (hostPath: string): Promise<unknown> =>
         daemon.cri.call('CreateContainer', {
           pod_sandbox_id: id,

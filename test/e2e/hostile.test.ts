@@ -10,12 +10,11 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { status } from '@grpc/grpc-js';
-import { readMountInfo } from '../../src/netns/mountinfo.js';
 import { TestDaemon } from '../harness/daemon.js';
 import { DNS_BLOCKED_MARKER, DNS_GUARD_ACTIVE, DNS_GUARD_ENV } from '../harness/dns-guard.js';
 import {
@@ -43,6 +42,7 @@ import {
   type StringSets,
 } from '../harness/hostile.js';
 import { busyboxLayer, pushImage, type PushedImage } from '../harness/images.js';
+import { inPool } from '../harness/pool.js';
 import { freePort, startRegistry, type TestRegistry } from '../harness/registry.js';
 import { registrySkip as skip } from '../harness/skip.js';
 
@@ -183,21 +183,6 @@ const wellFormed = (v: string): boolean =>
 const notAbsoluteClean = (v: unknown): boolean =>
   str(v) !== '' && (!str(v).startsWith('/') || str(v).split('/').includes('..') || hasControl(str(v)));
 
-async function pool<T>(
-  items: readonly T[],
-  concurrency: number,
-  fn: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const workers = Array.from({ length: Math.min(concurrency, items.length) }, async () => {
-    while (next < items.length) {
-      const item = items[next++] as T;
-      await fn(item);
-    }
-  });
-  await Promise.all(workers);
-}
-
 describe('hostile input on every CRI rpc', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   const seed = hostileSeed();
   const rng = new Rng(seed);
@@ -265,12 +250,8 @@ describe('hostile input on every CRI rpc', { skip, timeout: SUITE_TIMEOUT_MS }, 
     return out.response as T;
   }
 
-  function pod(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
-    return daemon.pod(name, extra);
-  }
-
   async function runPod(name: string): Promise<{ id: string; config: Record<string, unknown> }> {
-    const config = pod(name);
+    const config = daemon.pod(name);
     const res = await must<{ pod_sandbox_id: string }>('RunPodSandbox', { config });
     return { id: res.pod_sandbox_id, config };
   }
@@ -545,7 +526,7 @@ describe('hostile input on every CRI rpc', { skip, timeout: SUITE_TIMEOUT_MS }, 
         tally(spec.rpc).fields++;
         // berthd creates pods and containers mostly one after the other; more at once only queues.
         const concurrency = spec.destructive || spec.serial || spec.beforeCase ? 1 : spec.costly ? 3 : 8;
-        await pool(values, concurrency, async (h) => {
+        await inPool(values, concurrency, async (h) => {
           await spec.beforeCase?.(field);
           const base = spec.base();
           const req = field ? build(base, field, h.value) : base;
@@ -555,7 +536,7 @@ describe('hostile input on every CRI rpc', { skip, timeout: SUITE_TIMEOUT_MS }, 
         });
         await checkAlive({ rpc: spec.rpc, field: fieldName(field), value: '(after the batch)' });
       }
-      await pool(WIRE_PAYLOADS, 8, async (h) => {
+      await inPool(WIRE_PAYLOADS, 8, async (h) => {
         const where = { rpc: spec.rpc, field: WIRE_FIELD, value: `${h.label} ${summarize(h.value)}` };
         await sendRaw(spec, where, h.value);
       });
@@ -614,7 +595,7 @@ describe('hostile input on every CRI rpc', { skip, timeout: SUITE_TIMEOUT_MS }, 
   function podBase(): Record<string, unknown> {
     const name = `h${++seq}`;
     return {
-      config: pod(name, {
+      config: daemon.pod(name, {
         dns_config: { servers: ['127.0.0.1'], searches: ['berth.test'], options: ['ndots:2'] },
         port_mappings: [{ protocol: 'TCP', container_port: 80, host_port: 0, host_ip: '' }],
         linux: {
@@ -1141,7 +1122,7 @@ describe('hostile input on every CRI rpc', { skip, timeout: SUITE_TIMEOUT_MS }, 
       base: () => ({
         image: { image: image.reference },
         auth: { username: 'u', password: 'p' },
-        sandbox_config: pod(`pull${++seq}`),
+        sandbox_config: daemon.pod(`pull${++seq}`),
       }),
       // A registry that refuses the credentials is the registry's answer.
       extraCodes: [status.UNAUTHENTICATED, status.PERMISSION_DENIED],
@@ -1283,14 +1264,16 @@ describe('hostile input on every CRI rpc', { skip, timeout: SUITE_TIMEOUT_MS }, 
     });
 
     it('RunPodSandbox refuses a resolver option that smuggles a nameserver line', async () => {
-      const config = pod(`dns-opt-${++seq}`, {
+      const config = daemon.pod(`dns-opt-${++seq}`, {
         dns_config: { servers: [], searches: [], options: ['ndots:5\nnameserver 6.6.6.6'] },
       });
       await runPodExpecting(config, [status.INVALID_ARGUMENT], 'dns_config.options');
     });
 
     it('RunPodSandbox accepts the root search domain "."', async () => {
-      const config = pod(`dns-root-${++seq}`, { dns_config: { servers: [], searches: ['.'], options: [] } });
+      const config = daemon.pod(`dns-root-${++seq}`, {
+        dns_config: { servers: [], searches: ['.'], options: [] },
+      });
       const out = await expectCode('RunPodSandbox', { config }, [status.OK]);
       await must('RemovePodSandbox', {
         pod_sandbox_id: (out.response as { pod_sandbox_id: string }).pod_sandbox_id,
@@ -1298,19 +1281,19 @@ describe('hostile input on every CRI rpc', { skip, timeout: SUITE_TIMEOUT_MS }, 
     });
 
     it('RunPodSandbox refuses a log_directory with a newline', async () => {
-      const config = pod(`logdir-${++seq}`, { log_directory: join(daemon.base, 'logs', 'a\nb') });
+      const config = daemon.pod(`logdir-${++seq}`, { log_directory: join(daemon.base, 'logs', 'a\nb') });
       await runPodExpecting(config, [status.INVALID_ARGUMENT], 'log_directory');
     });
 
     it('RunPodSandbox refuses a sysctl value with a newline', async () => {
-      const config = pod(`sysctl-nl-${++seq}`, {
+      const config = daemon.pod(`sysctl-nl-${++seq}`, {
         linux: { sysctls: { 'kernel.shm_rmid_forced': '1\nkernel.sysrq=1' } },
       });
       await runPodExpecting(config, [status.INVALID_ARGUMENT], 'sysctls');
     });
 
     it('RunPodSandbox refuses the non-namespaced sysctl kernel.sysrq', async () => {
-      const config = pod(`sysrq-${++seq}`, { linux: { sysctls: { 'kernel.sysrq': '1' } } });
+      const config = daemon.pod(`sysrq-${++seq}`, { linux: { sysctls: { 'kernel.sysrq': '1' } } });
       await runPodExpecting(config, [status.INVALID_ARGUMENT], 'kernel.sysrq');
     });
 
@@ -1318,7 +1301,7 @@ describe('hostile input on every CRI rpc', { skip, timeout: SUITE_TIMEOUT_MS }, 
       const before = (await must<{ items: unknown[] }>('ListPodSandbox', {})).items.length;
       await Promise.all(
         [0, 1, 2, 3].map(async (i) => {
-          const config = pod(`big-annotations-${++seq}-${i}`, {
+          const config = daemon.pod(`big-annotations-${++seq}-${i}`, {
             annotations: { big: 'a'.repeat(5 * 1024 * 1024) },
           });
           await runPodExpecting(config, [status.INVALID_ARGUMENT], 'annotations');
@@ -1473,22 +1456,6 @@ describe('hostile input on every CRI rpc', { skip, timeout: SUITE_TIMEOUT_MS }, 
 
   // --- Nothing left behind -------------------------------------------------------------------
 
-  async function conmons(): Promise<number> {
-    let n = 0;
-    for (const pid of await readdir('/proc')) {
-      if (!/^\d+$/.test(pid)) continue;
-      const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
-      if (cmdline.split('\0')[0]?.endsWith('conmon') && cmdline.includes(daemon.base)) n++;
-    }
-    return n;
-  }
-
-  async function mountsUnder(dir: string): Promise<string[]> {
-    return (await readMountInfo())
-      .map((m) => m.mountPoint)
-      .filter((p) => p.startsWith(`${dir}/`) && p !== daemon.netnsDir);
-  }
-
   it('removes through the API what hostile requests created, and leaves nothing behind', async () => {
     await checkAlive({ rpc: '-', field: '-', value: '(cleanup)' });
     const leftovers: string[] = [];
@@ -1520,8 +1487,8 @@ describe('hostile input on every CRI rpc', { skip, timeout: SUITE_TIMEOUT_MS }, 
       'runc containers',
     );
     assert.deepEqual(await daemon.sandboxDirs(), [targets.podId], 'sandbox dirs');
-    assert.equal(await conmons(), 1, 'conmon processes');
-    const strayMounts = (await mountsUnder(daemon.base)).filter(
+    assert.equal((await daemon.conmonPids()).length, 1, 'conmon processes');
+    const strayMounts = (await daemon.podMounts()).filter(
       (m) => !m.includes(targets.podId) && !m.includes(targets.ctrId),
     );
     assert.deepEqual(strayMounts, [], 'mounts of neither target');
@@ -1535,8 +1502,8 @@ describe('hostile input on every CRI rpc', { skip, timeout: SUITE_TIMEOUT_MS }, 
     assert.deepEqual(await daemon.leasedIps(), [], 'IP leases');
     assert.deepEqual(await daemon.runcContainers(), [], 'runc containers');
     assert.deepEqual(await daemon.sandboxDirs(), [], 'sandbox dirs');
-    assert.equal(await conmons(), 0, 'conmon processes');
-    assert.deepEqual(await mountsUnder(daemon.base), [], 'mounts under the test dir');
+    assert.equal((await daemon.conmonPids()).length, 0, 'conmon processes');
+    assert.deepEqual(await daemon.podMounts(), [], 'mounts under the test dir');
     assert.ok(!existsSync(PWNED), `${PWNED} exists: a hostile string ran through a host shell`);
     assert.equal(
       daemon.output.split(DNS_BLOCKED_MARKER).length - 1,

@@ -9,17 +9,18 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { lstat, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { run } from '../../src/exec.js';
 import { containerDir, prepareRootfs, removeRootfs } from '../../src/imagestore/rootfs.js';
-import type { Platform } from '../../src/image/types.js';
-import { readMountInfo } from '../../src/netns/mountinfo.js';
+import type { Platform } from '../../src/registry/manifest.js';
+import { readMountInfo } from '../../src/mounts/mountinfo.js';
 import { hostPlatform } from '../../src/registry/platform.js';
 import { TestDaemon } from '../harness/daemon.js';
+import { exists, namesIn } from '../harness/files.js';
 import { rejectsWith } from '../harness/grpc.js';
 import {
   buildLayer,
@@ -31,6 +32,7 @@ import {
   type PushedImage,
 } from '../harness/images.js';
 import { parseLog } from '../harness/log.js';
+import { verboseInfoOf } from '../harness/pods.js';
 import { freePort, startRegistry, type TestRegistry } from '../harness/registry.js';
 import { registrySkip as skip } from '../harness/skip.js';
 
@@ -92,9 +94,7 @@ async function found(daemon: TestDaemon, image: string): Promise<WireImage> {
 async function verboseInfo(daemon: TestDaemon, image: string): Promise<VerboseInfo> {
   type Response = { image: WireImage | null; info: Record<string, string> };
   const res = await daemon.cri.callImage<Response>('ImageStatus', { image: { image }, verbose: true });
-  const info = res.info.info;
-  assert.ok(info, `verbose ImageStatus ${image} has no info`);
-  return JSON.parse(info) as VerboseInfo;
+  return verboseInfoOf<VerboseInfo>(res, `ImageStatus ${image}`);
 }
 
 async function listImages(daemon: TestDaemon, filter?: string): Promise<WireImage[]> {
@@ -147,17 +147,6 @@ function layerPath(daemon: TestDaemon, diffId: string): string {
   return join(daemon.rootDir, 'layers', hex(diffId));
 }
 
-async function exists(path: string): Promise<boolean> {
-  return lstat(path).then(
-    () => true,
-    () => false,
-  );
-}
-
-async function entries(dir: string): Promise<string[]> {
-  return readdir(dir).catch(() => [] as string[]);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Images and registries
 
@@ -203,11 +192,11 @@ async function closedOrigin(): Promise<string> {
  * /run/berth-test-<tag> dir, netns bind mount included, behind then.
  */
 async function startDaemon(registryConfig: string): Promise<TestDaemon> {
-  const existing = new Set(await entries('/run'));
+  const existing = new Set(await namesIn('/run'));
   try {
     return await TestDaemon.create({ cni: 'bridge', extraArgs: ['--registry-config', registryConfig] });
   } catch (err) {
-    for (const name of await entries('/run')) {
+    for (const name of await namesIn('/run')) {
       if (!name.startsWith('berth-test-') || existing.has(name)) continue;
       await run('umount', ['-l', join('/run', name, 'netns')], { timeoutMs: 10_000 }).catch(() => undefined);
       await rm(join('/run', name), { recursive: true, force: true });
@@ -532,8 +521,8 @@ describe('CRI ImageService against docker-registry', { skip, timeout: SUITE_TIME
       assert.ok(!(await listedIds(daemon)).includes(image.configDigest), 'the image is listed');
       assert.equal(await exists(blobPath(daemon, bad.digest)), false, 'the corrupted blob is stored');
       assert.equal(await exists(layerPath(daemon, bad.diffId)), false, 'the corrupted layer is unpacked');
-      assert.deepEqual(await entries(join(daemon.rootDir, 'ingest')), [], 'partial downloads left');
-      const temps = (await entries(join(daemon.rootDir, 'layers'))).filter((n) => n.includes('.tmp-'));
+      assert.deepEqual(await namesIn(join(daemon.rootDir, 'ingest')), [], 'partial downloads left');
+      const temps = (await namesIn(join(daemon.rootDir, 'layers'))).filter((n) => n.includes('.tmp-'));
       assert.deepEqual(temps, [], 'temporary layer dirs left');
 
       // Repaired, the same pull works.
@@ -618,11 +607,11 @@ describe('CRI ImageService against docker-registry', { skip, timeout: SUITE_TIME
         platform: otherPlatform(),
       });
       const index = await pushIndex(registry, repo, 'v1', [mine, theirs]);
-      const before = new Set(await entries(join(daemon.rootDir, 'blobs', 'sha256')));
+      const before = new Set(await namesIn(join(daemon.rootDir, 'blobs', 'sha256')));
       assert.equal(await pull(daemon, index.reference), mine.configDigest);
       await removeImage(daemon, index.reference);
       assert.equal(await imageStatus(daemon, mine.configDigest), null);
-      const after = (await entries(join(daemon.rootDir, 'blobs', 'sha256'))).filter((n) => !before.has(n));
+      const after = (await namesIn(join(daemon.rootDir, 'blobs', 'sha256'))).filter((n) => !before.has(n));
       const names: Record<string, string> = {
         [hex(index.digest)]: 'index',
         [hex(mine.manifestDigest)]: 'platform manifest',

@@ -2,31 +2,24 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { access, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { run } from '../../src/exec.js';
 import {
   createPinnedNetns,
   isMounted,
   listNetns,
-  nsInode,
-  parseMountInfo,
   prepareNetnsDir,
   removeNetns,
-  unescapeMountPath,
   unmountNetns,
 } from '../../src/netns/index.js';
+import { parseMountInfo, unescapeMountPath } from '../../src/mounts/mountinfo.js';
+import { exists } from '../harness/files.js';
+import { nsInode } from '../harness/namespaces.js';
 
 const base = `/run/berth-test-${randomBytes(4).toString('hex')}`;
 const dir = join(base, 'netns');
 const T = 10_000;
-
-async function exists(path: string): Promise<boolean> {
-  return access(path).then(
-    () => true,
-    () => false,
-  );
-}
 
 /** Undoes everything, whatever state a failed test left: pins, the dir's self-bind, the files. */
 async function cleanup(): Promise<void> {

@@ -6,32 +6,23 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import {
-  chmod,
-  copyFile,
-  mkdir,
-  readFile,
-  readdir,
-  readlink,
-  rm,
-  rmdir,
-  symlink,
-  writeFile,
-} from 'node:fs/promises';
+import { mkdir, readFile, readdir, readlink, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ContainerMount, ContainerSecurity, ContainerSpec } from '../../src/container/types.js';
 import { run } from '../../src/exec.js';
-import { parseMountInfo } from '../../src/netns/mountinfo.js';
+import { mountContaining, parseMountInfo } from '../../src/mounts/mountinfo.js';
 import { allCapabilities, effectiveCapabilities } from '../../src/oci/capabilities.js';
 import { buildContainerSpec, type ContainerSpecInput } from '../../src/oci/container.js';
 import { hostDevices } from '../../src/oci/devices.js';
 import { buildInfraSpec } from '../../src/oci/infra.js';
-import { mountContaining, resolveMounts } from '../../src/oci/mounts.js';
+import { resolveMounts } from '../../src/oci/mounts.js';
 import { clampOomScoreAdj } from '../../src/oci/oom.js';
 import { Runc } from '../../src/oci/runc.js';
 import { defaultSeccompProfile } from '../../src/oci/seccomp.js';
 import type { Spec } from '../../src/oci/spec.js';
 import { resolveUser } from '../../src/oci/user.js';
+import { ROOTFS_DIRS, writeBundle, writeBusyboxRootfs } from '../harness/bundles.js';
+import { removeCgroupTree } from '../harness/cgroups.js';
 import { containerSecurity, containerSpec, sandboxSpec } from '../harness/container-spec.js';
 
 const suffix = randomBytes(4).toString('hex');
@@ -64,7 +55,7 @@ const APPLETS = [
 
 before(async () => {
   await mkdir(base, { recursive: true });
-  await makeRootfs();
+  await writeBusyboxRootfs(rootfs, [...APPLETS, 'linux32', 'linux64'], [...ROOTFS_DIRS, 'etc']);
   await mkdir(files);
   await writeFile(join(files, 'hostname'), 'pod-host\n');
   await writeFile(join(files, 'resolv.conf'), 'nameserver 127.0.0.1\n');
@@ -83,20 +74,8 @@ after(async () => {
     await run('umount', ['--recursive', '--lazy', vol], { timeoutMs: T }).catch(() => undefined);
   }
   await rm(base, { recursive: true, force: true });
-  for (const hierarchy of await readdir('/sys/fs/cgroup').catch(() => [])) {
-    const parent = join('/sys/fs/cgroup', hierarchy, cgroupParent);
-    for (const id of [...ids, infraId]) await rmdir(join(parent, id)).catch(() => undefined);
-    await rmdir(parent).catch(() => undefined);
-  }
+  await removeCgroupTree(cgroupParent);
 });
-
-async function makeRootfs(): Promise<void> {
-  for (const d of ['bin', 'proc', 'dev', 'sys', 'etc', 'tmp'])
-    await mkdir(join(rootfs, d), { recursive: true });
-  await copyFile('/bin/busybox', join(rootfs, 'bin', 'busybox'));
-  await chmod(join(rootfs, 'bin', 'busybox'), 0o755);
-  for (const a of [...APPLETS, 'linux32', 'linux64']) await symlink('busybox', join(rootfs, 'bin', a));
-}
 
 /** A pod infra: busybox sleep in new pid, ipc, uts and network namespaces. */
 async function startInfra(): Promise<number> {
@@ -115,17 +94,14 @@ async function startInfra(): Promise<number> {
   if (!spec.process || !spec.linux?.namespaces) throw new Error('infra spec without process');
   spec.process.args = ['/bin/sleep', '1000'];
   spec.linux.namespaces.push({ type: 'network' });
-  const bundle = await writeBundle(infraId, spec);
+  const bundle = await writeBundle(bundleDir(infraId), spec);
   const pid = await runc.create(infraId, bundle, join(bundle, 'init.pid'));
   await runc.start(infraId);
   return pid;
 }
 
-async function writeBundle(id: string, spec: Spec): Promise<string> {
-  const dir = join(base, 'bundles', id);
-  await mkdir(dir, { recursive: true });
-  await writeFile(join(dir, 'config.json'), JSON.stringify(spec, null, 2));
-  return dir;
+function bundleDir(id: string): string {
+  return join(base, 'bundles', id);
 }
 
 /** Like the pod's: its pid namespace shared, no AppArmor profile. */
@@ -196,7 +172,7 @@ async function specFor(
 
 /** `runc run` in the foreground: the container's stdout, once it has exited (and been deleted). */
 async function runOnce(id: string, spec: Spec): Promise<string> {
-  const bundle = await writeBundle(id, spec);
+  const bundle = await writeBundle(bundleDir(id), spec);
   const { stdout } = await run('runc', ['--root', join(base, 'runc'), 'run', '--bundle', bundle, id], {
     timeoutMs: T,
   });
@@ -330,7 +306,7 @@ test('HOST_TO_CONTAINER sees later host mounts; PRIVATE does not', async () => {
   );
   assert.deepEqual(await readdir(missing), [], 'a missing host path is created');
 
-  const bundle = await writeBundle(id, spec);
+  const bundle = await writeBundle(bundleDir(id), spec);
   await runc.create(id, bundle, join(bundle, 'init.pid'));
   await runc.start(id);
 

@@ -5,8 +5,13 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { parseReference } from '../../src/image/reference.js';
-import { MEDIA_TYPES, type Descriptor, type ImageIndex, type ImageManifest } from '../../src/image/types.js';
+import { parseReference } from '../../src/registry/reference.js';
+import {
+  MEDIA_TYPES,
+  type Descriptor,
+  type ImageIndex,
+  type ImageManifest,
+} from '../../src/registry/manifest.js';
 import { RegistryClient, type FetchedBlob } from '../../src/registry/client.js';
 import { RegistryAuthError, RegistryNotFoundError } from '../../src/registry/errors.js';
 import { parseRegistryHosts } from '../../src/registry/hosts.js';

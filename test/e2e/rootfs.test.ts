@@ -17,7 +17,8 @@ import {
   removeRootfs,
   sha256Digest,
 } from '../../src/imagestore/index.js';
-import { readMountInfo } from '../../src/netns/mountinfo.js';
+import { readMountInfo } from '../../src/mounts/mountinfo.js';
+import { exists } from '../harness/files.js';
 
 const T = 10_000;
 const suffix = randomBytes(4).toString('hex');
@@ -33,13 +34,6 @@ function containerId(name: string): string {
   const id = `berth-test-${suffix}-${name}`;
   ids.push(id);
   return id;
-}
-
-async function exists(path: string): Promise<boolean> {
-  return lstat(path).then(
-    () => true,
-    () => false,
-  );
 }
 
 /** A layer committed the way a pull does it, with `build` filling its tree. */

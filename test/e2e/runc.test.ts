@@ -2,20 +2,16 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, readFile, rm, rmdir, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { run } from '../../src/exec.js';
-import {
-  createPinnedNetns,
-  isMounted,
-  nsInode,
-  prepareNetnsDir,
-  removeNetns,
-} from '../../src/netns/index.js';
+import { createPinnedNetns, isMounted, prepareNetnsDir, removeNetns } from '../../src/netns/index.js';
 import { buildInfraSpec, ensureInfraRootfs, type InfraSpecOptions } from '../../src/oci/infra.js';
 import { clampOomScoreAdj } from '../../src/oci/oom.js';
-import { Runc, type ContainerState } from '../../src/oci/runc.js';
-import type { Spec } from '../../src/oci/spec.js';
+import { Runc } from '../../src/oci/runc.js';
+import { waitForRuncStatus, writeBundle } from '../harness/bundles.js';
+import { removeCgroupTree } from '../harness/cgroups.js';
+import { nsInode } from '../harness/namespaces.js';
 
 const suffix = randomBytes(4).toString('hex');
 const base = `/run/berth-test-${suffix}`;
@@ -45,20 +41,8 @@ function specOptions(over: Partial<InfraSpecOptions> = {}): InfraSpecOptions {
   };
 }
 
-async function writeBundle(name: string, spec: Spec): Promise<string> {
-  const dir = join(base, 'bundles', name);
-  await mkdir(dir, { recursive: true });
-  await writeFile(join(dir, 'config.json'), JSON.stringify(spec, null, 2));
-  return dir;
-}
-
-async function waitForStatus(cid: string, want: ContainerState['status'], ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if ((await runc.state(cid))?.status === want) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return false;
+function bundleDir(name: string): string {
+  return join(base, 'bundles', name);
 }
 
 function lacksCapSysResource(status: string): boolean {
@@ -78,17 +62,8 @@ after(async () => {
   if (await isMounted(netnsDir))
     await run('umount', ['--lazy', netnsDir], { timeoutMs: T }).catch(() => undefined);
   await rm(base, { recursive: true, force: true });
-  await removeTestCgroups();
+  await removeCgroupTree('berth-test');
 });
-
-/** runc removes the container's cgroups but not our /berth-test parents; rmdir only takes empty ones. */
-async function removeTestCgroups(): Promise<void> {
-  for (const hierarchy of await readdir('/sys/fs/cgroup').catch(() => [])) {
-    const parent = join('/sys/fs/cgroup', hierarchy, 'berth-test');
-    await rmdir(join(parent, id)).catch(() => undefined);
-    await rmdir(parent).catch(() => undefined);
-  }
-}
 
 test('ensureInfraRootfs is idempotent and holds catatonit', async () => {
   assert.equal(await ensureInfraRootfs(join(base, 'lib')), rootfs);
@@ -98,7 +73,7 @@ test('ensureInfraRootfs is idempotent and holds catatonit', async () => {
 });
 
 test('infra container lifecycle in the pinned netns', async () => {
-  const bundle = await writeBundle(id, buildInfraSpec(specOptions()));
+  const bundle = await writeBundle(bundleDir(id), buildInfraSpec(specOptions()));
   const pidFile = join(bundle, 'init.pid');
   const pid = await runc.create(id, bundle, pidFile);
   assert.ok(pid > 0);
@@ -120,7 +95,7 @@ test('infra container lifecycle in the pinned netns', async () => {
   assert.equal(stdout.trim(), '1', 'sysctl applied inside the pod netns');
 
   await runc.kill(id, 'SIGTERM');
-  assert.ok(await waitForStatus(id, 'stopped', 5_000), 'catatonit exits on SIGTERM');
+  assert.ok(await waitForRuncStatus(runc, id, 'stopped', 5_000), 'catatonit exits on SIGTERM');
   await runc.kill(id, 'SIGTERM');
   await runc.kill(id, 'SIGKILL', true);
 
@@ -134,7 +109,10 @@ test('infra container lifecycle in the pinned netns', async () => {
 });
 
 test('a bad bundle fails fast with runc reason and leaves nothing', async () => {
-  const bundle = await writeBundle(badId, buildInfraSpec(specOptions({ rootfsPath: join(base, 'missing') })));
+  const bundle = await writeBundle(
+    bundleDir(badId),
+    buildInfraSpec(specOptions({ rootfsPath: join(base, 'missing') })),
+  );
   const started = Date.now();
   await assert.rejects(runc.create(badId, bundle, join(bundle, 'init.pid')), (err: Error) => {
     assert.equal(err.name, 'ExecError');
@@ -150,7 +128,7 @@ test('an unclamped negative oom_score_adj fails here, with the init reason', asy
     t.skip('this host grants CAP_SYS_RESOURCE');
     return;
   }
-  const bundle = await writeBundle(oomId, buildInfraSpec(specOptions({ oomScoreAdj: -998 })));
+  const bundle = await writeBundle(bundleDir(oomId), buildInfraSpec(specOptions({ oomScoreAdj: -998 })));
   await assert.rejects(
     runc.create(oomId, bundle, join(bundle, 'init.pid')),
     /oom_score_adj: Permission denied/,

@@ -8,12 +8,15 @@ import { readFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { status } from '@grpc/grpc-js';
-import Database from 'better-sqlite3';
 import { run } from '../../src/exec.js';
-import { isMounted, nsInode } from '../../src/netns/index.js';
+import { isMounted } from '../../src/netns/index.js';
 import { isRunning } from '../../src/process/index.js';
-import { podConfig, TestDaemon, waitFor } from '../harness/daemon.js';
+import { podConfig, TestDaemon } from '../harness/daemon.js';
+import { selectRows } from '../harness/database.js';
 import { rejectsWith } from '../harness/grpc.js';
+import { nsInode } from '../harness/namespaces.js';
+import { podStatus, runPodSandbox } from '../harness/pods.js';
+import { waitFor } from '../harness/wait.js';
 
 const T = 20_000;
 
@@ -27,14 +30,6 @@ interface PodSandboxStatus {
   labels: Record<string, string>;
   annotations: Record<string, string>;
   runtime_handler: string;
-}
-
-/** The verbose info berth puts under info["info"] (SandboxVerboseInfo). */
-interface VerboseInfo {
-  sandboxKey: string | null;
-  pid: number;
-  hostNetwork: boolean;
-  sandboxDir: string;
 }
 
 interface ListedSandbox {
@@ -72,25 +67,6 @@ const hostNetworkLinux = { security_context: { namespace_options: { network: 'NO
 
 let daemon: TestDaemon;
 
-async function runPod(config: Record<string, unknown>, runtimeHandler = ''): Promise<string> {
-  const res = await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', {
-    config,
-    runtime_handler: runtimeHandler,
-  });
-  assert.match(res.pod_sandbox_id, /^[0-9a-f]{64}$/);
-  return res.pod_sandbox_id;
-}
-
-async function podStatus(id: string): Promise<{ status: PodSandboxStatus; info: VerboseInfo }> {
-  const res = await daemon.cri.call<{ status: PodSandboxStatus; info: Record<string, string> }>(
-    'PodSandboxStatus',
-    { pod_sandbox_id: id, verbose: true },
-  );
-  const raw = res.info.info;
-  assert.ok(raw, 'verbose status carries info["info"]');
-  return { status: res.status, info: JSON.parse(raw) as VerboseInfo };
-}
-
 async function stopPod(id: string): Promise<void> {
   await daemon.cri.call('StopPodSandbox', { pod_sandbox_id: id });
 }
@@ -105,12 +81,7 @@ async function listIds(filter: ListFilter | null = null): Promise<string[]> {
 }
 
 function dbRows(): DbRow[] {
-  const db = new Database(join(daemon.rootDir, 'berth.db'), { readonly: true, fileMustExist: true });
-  try {
-    return db.prepare('SELECT id, state, netns_path, ip, pid FROM sandboxes ORDER BY id').all() as DbRow[];
-  } finally {
-    db.close();
-  }
+  return selectRows(daemon.rootDir, 'SELECT id, state, netns_path, ip, pid FROM sandboxes ORDER BY id');
 }
 
 function dbRow(id: string): DbRow | undefined {
@@ -162,7 +133,7 @@ async function assertRemoved(id: string): Promise<void> {
   assert.ok(!(await daemon.runcContainers()).includes(id), 'runc container gone');
   assert.equal(dbRow(id), undefined, 'row gone');
   assert.ok(!(await daemon.sandboxDirs()).includes(id), 'sandbox dir gone');
-  await rejectsWith(podStatus(id), status.NOT_FOUND, id);
+  await rejectsWith(podStatus<PodSandboxStatus>(daemon.cri, id), status.NOT_FOUND, id);
   assert.ok(!(await listIds()).includes(id), 'not listed');
 }
 
@@ -191,9 +162,9 @@ describe('pod sandbox lifecycle', { timeout: 300_000 }, () => {
       linux: { security_context: { namespace_options: { network: 'POD', pid: 'CONTAINER', ipc: 'POD' } } },
     });
     const startedMs = BigInt(Date.now());
-    const id = await runPod(config);
+    const id = await runPodSandbox(daemon.cri, config);
     const endedMs = BigInt(Date.now());
-    const { status: st, info } = await podStatus(id);
+    const { status: st, info } = await podStatus<PodSandboxStatus>(daemon.cri, id);
 
     // The pinned netns: a file in the daemon's netns dir, bind-mounted.
     const key = info.sandboxKey;
@@ -259,8 +230,8 @@ describe('pod sandbox lifecycle', { timeout: 300_000 }, () => {
   });
 
   test('ListPodSandbox filters by id, id prefix, state and labels', async () => {
-    const a = await runPod(podConfig('lc-list-a'));
-    const b = await runPod(podConfig('lc-list-b'));
+    const a = await runPodSandbox(daemon.cri, podConfig('lc-list-a'));
+    const b = await runPodSandbox(daemon.cri, podConfig('lc-list-b'));
     await stopPod(b);
 
     const all = await listIds();
@@ -286,14 +257,14 @@ describe('pod sandbox lifecycle', { timeout: 300_000 }, () => {
 
   test('RunPodSandbox with the same metadata returns the same sandbox', async () => {
     const config = podConfig('lc-repeat');
-    const id = await runPod(config);
+    const id = await runPodSandbox(daemon.cri, config);
     const before = await snapshot();
-    assert.equal(await runPod(config), id);
+    assert.equal(await runPodSandbox(daemon.cri, config), id);
     assert.deepEqual(await snapshot(), before, 'the repeat created nothing');
 
     // Two at once (kubelet retrying while the first is still running) also share one sandbox.
     const twin = podConfig('lc-repeat-twin');
-    const [x, y] = await Promise.all([runPod(twin), runPod(twin)]);
+    const [x, y] = await Promise.all([runPodSandbox(daemon.cri, twin), runPodSandbox(daemon.cri, twin)]);
     assert.equal(x, y);
     const netns = await daemon.netnsFiles();
     assert.equal(netns.filter((f) => f === `berth-${x}`).length, 1);
@@ -304,13 +275,13 @@ describe('pod sandbox lifecycle', { timeout: 300_000 }, () => {
   });
 
   test('StopPodSandbox kills the infra, releases the IP, unmounts the netns, and is idempotent', async () => {
-    const id = await runPod(podConfig('lc-stop'));
-    const { status: st, info } = await podStatus(id);
+    const id = await runPodSandbox(daemon.cri, podConfig('lc-stop'));
+    const { status: st, info } = await podStatus<PodSandboxStatus>(daemon.cri, id);
     const key = info.sandboxKey ?? '';
     assert.ok((await daemon.leasedIps()).includes(st.network.ip));
 
     await stopPod(id);
-    const after = await podStatus(id);
+    const after = await podStatus<PodSandboxStatus>(daemon.cri, id);
     assert.equal(after.status.state, 'SANDBOX_NOTREADY');
     assert.equal(dbRow(id)?.state, 'NOTREADY');
     assert.ok(!(await daemon.leasedIps()).includes(st.network.ip), 'the lease is released');
@@ -319,7 +290,7 @@ describe('pod sandbox lifecycle', { timeout: 300_000 }, () => {
     await waitGone(info.pid);
 
     await stopPod(id);
-    assert.equal((await podStatus(id)).status.state, 'SANDBOX_NOTREADY');
+    assert.equal((await podStatus<PodSandboxStatus>(daemon.cri, id)).status.state, 'SANDBOX_NOTREADY');
     await stopPod(UNKNOWN_ID);
 
     await removePod(id);
@@ -327,15 +298,15 @@ describe('pod sandbox lifecycle', { timeout: 300_000 }, () => {
 
   test('RemovePodSandbox removes everything, is idempotent, and works on a READY pod', async () => {
     const before = await snapshot();
-    const stopped = await runPod(podConfig('lc-remove-stopped'));
+    const stopped = await runPodSandbox(daemon.cri, podConfig('lc-remove-stopped'));
     await stopPod(stopped);
     await removePod(stopped);
     await assertRemoved(stopped);
     await removePod(stopped);
     await removePod(UNKNOWN_ID);
 
-    const ready = await runPod(podConfig('lc-remove-ready'));
-    const { status: st, info } = await podStatus(ready);
+    const ready = await runPodSandbox(daemon.cri, podConfig('lc-remove-ready'));
+    const { status: st, info } = await podStatus<PodSandboxStatus>(daemon.cri, ready);
     assert.ok((await daemon.leasedIps()).includes(st.network.ip));
     await removePod(ready);
     await assertRemoved(ready);
@@ -347,8 +318,8 @@ describe('pod sandbox lifecycle', { timeout: 300_000 }, () => {
 
   test('a host-network pod shares the host netns and needs no CNI', async () => {
     const before = await snapshot();
-    const id = await runPod(podConfig('lc-hostnet', { linux: hostNetworkLinux }));
-    const { status: st, info } = await podStatus(id);
+    const id = await runPodSandbox(daemon.cri, podConfig('lc-hostnet', { linux: hostNetworkLinux }));
+    const { status: st, info } = await podStatus<PodSandboxStatus>(daemon.cri, id);
 
     assert.equal(st.state, 'SANDBOX_READY');
     assert.equal(st.network.ip, '');
@@ -361,7 +332,7 @@ describe('pod sandbox lifecycle', { timeout: 300_000 }, () => {
     assert.equal(await nsInode(`/proc/${info.pid}/ns/net`), await nsInode('/proc/self/ns/net'));
 
     await stopPod(id);
-    assert.equal((await podStatus(id)).status.state, 'SANDBOX_NOTREADY');
+    assert.equal((await podStatus<PodSandboxStatus>(daemon.cri, id)).status.state, 'SANDBOX_NOTREADY');
     await waitGone(info.pid);
     await removePod(id);
     await assertRemoved(id);
@@ -377,7 +348,7 @@ describe('pod sandbox lifecycle', { timeout: 300_000 }, () => {
     const start =
       (config: Record<string, unknown>, handler = '') =>
       () =>
-        runPod(config, handler);
+        runPodSandbox(daemon.cri, config, handler);
     const cases: [string, () => Promise<unknown>, string][] = [
       ['no config', call('RunPodSandbox', {}), 'config:'],
       ['no metadata', call('RunPodSandbox', { config: { hostname: 'x' } }), 'config.metadata:'],
@@ -431,10 +402,10 @@ describe('pod sandbox lifecycle', { timeout: 300_000 }, () => {
   test('20 concurrent RunPodSandbox calls get 20 pods with their own IPs, and all go away', async () => {
     const before = await snapshot();
     const names = Array.from({ length: 20 }, (_, i) => `lc-many-${i}`);
-    const ids = await Promise.all(names.map((name) => runPod(podConfig(name))));
+    const ids = await Promise.all(names.map((name) => runPodSandbox(daemon.cri, podConfig(name))));
     assert.equal(new Set(ids).size, 20, 'distinct ids');
 
-    const statuses = await Promise.all(ids.map((id) => podStatus(id)));
+    const statuses = await Promise.all(ids.map((id) => podStatus<PodSandboxStatus>(daemon.cri, id)));
     const ips = statuses.map((s) => s.status.network.ip);
     assert.equal(new Set(ips).size, 20, `distinct IPs: ${ips.join(' ')}`);
     for (const [i, { status: st, info }] of statuses.entries()) {
@@ -478,12 +449,19 @@ describe('pod sandbox lifecycle', { timeout: 300_000 }, () => {
       assert.ok(notReady.NetworkReady?.message, 'a message says why');
       assert.equal(notReady.RuntimeReady?.status, true);
 
-      await rejectsWith(runPod(podConfig('lc-no-cni')), status.FAILED_PRECONDITION, 'network');
+      await rejectsWith(
+        runPodSandbox(daemon.cri, podConfig('lc-no-cni')),
+        status.FAILED_PRECONDITION,
+        'network',
+      );
       assert.deepEqual(await snapshot(), before, 'the refused pod left nothing behind');
 
       // Host-network pods (e.g. the CNI plugin's own daemonset) must still start.
-      const hostPod = await runPod(podConfig('lc-no-cni-hostnet', { linux: hostNetworkLinux }));
-      assert.equal((await podStatus(hostPod)).status.state, 'SANDBOX_READY');
+      const hostPod = await runPodSandbox(
+        daemon.cri,
+        podConfig('lc-no-cni-hostnet', { linux: hostNetworkLinux }),
+      );
+      assert.equal((await podStatus<PodSandboxStatus>(daemon.cri, hostPod)).status.state, 'SANDBOX_READY');
       await removePod(hostPod);
     } finally {
       await daemon.writeCniConfig('bridge');

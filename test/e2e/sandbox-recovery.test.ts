@@ -10,15 +10,18 @@ import { existsSync } from 'node:fs';
 import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import Database from 'better-sqlite3';
 import { run } from '../../src/exec.js';
 import { isMounted } from '../../src/netns/index.js';
-import { readMountInfo } from '../../src/netns/mountinfo.js';
 import { isRunning } from '../../src/process/index.js';
-import { FIXTURES, TestDaemon, podConfig, waitFor } from '../harness/daemon.js';
+import { changeRows, databasePath, selectRows } from '../harness/database.js';
+import { FIXTURES, PAUSE_BEFORE_STEP_ENV, TestDaemon, podConfig, useDaemon } from '../harness/daemon.js';
 import { rejectsGrpc } from '../harness/grpc.js';
 import { assertLogged, startAndLog, type LogEntry } from '../harness/log.js';
+import { mountPointsBelow } from '../harness/mounts.js';
+import { podStatus, runPodSandbox, stopAndRemovePod } from '../harness/pods.js';
+import { writeRuncWrapper } from '../harness/runtime-wrapper.js';
 import { rootSkip as skip } from '../harness/skip.js';
+import { waitFor } from '../harness/wait.js';
 
 const SUITE_TIMEOUT_MS = 300_000;
 /** Every step RunPodSandbox can be paused before, in the order it takes them. */
@@ -32,18 +35,6 @@ interface WireStatus {
   network: { ip: string };
 }
 
-/** The verbose info berth puts under `info.info` (src/sandbox/types.ts SandboxVerboseInfo). */
-interface VerboseInfo {
-  pid: number;
-  sandboxKey: string | null;
-  networkState: string;
-}
-
-interface PodStatus {
-  status: WireStatus;
-  info: VerboseInfo;
-}
-
 interface RowSummary {
   id: string;
   state: string;
@@ -55,29 +46,9 @@ interface RowSummary {
 // ---------------------------------------------------------------------------------------------
 // Talking to the daemon
 
-async function runPod(daemon: TestDaemon, name: string): Promise<string> {
-  const res = await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config: podConfig(name) });
-  assert.match(res.pod_sandbox_id, /^[0-9a-f]{64}$/);
-  return res.pod_sandbox_id;
-}
-
-async function podStatus(daemon: TestDaemon, id: string): Promise<PodStatus> {
-  type Response = { status: WireStatus; info: Record<string, string> };
-  const req = { pod_sandbox_id: id, verbose: true };
-  const res = await daemon.cri.call<Response>('PodSandboxStatus', req);
-  const info = res.info.info;
-  assert.ok(info, 'verbose PodSandboxStatus has no info');
-  return { status: res.status, info: JSON.parse(info) as VerboseInfo };
-}
-
 async function listedPods(daemon: TestDaemon): Promise<{ id: string; state: string }[]> {
   const res = await daemon.cri.call<{ items: { id: string; state: string }[] }>('ListPodSandbox', {});
   return res.items;
-}
-
-async function stopAndRemove(daemon: TestDaemon, id: string): Promise<void> {
-  await daemon.cri.call('StopPodSandbox', { pod_sandbox_id: id });
-  await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: id });
 }
 
 async function restart(daemon: TestDaemon, env: Record<string, string> = {}): Promise<LogEntry[]> {
@@ -89,22 +60,13 @@ async function restart(daemon: TestDaemon, env: Record<string, string> = {}): Pr
 // Looking at the host
 
 function sandboxRows(daemon: TestDaemon): RowSummary[] {
-  const path = join(daemon.rootDir, 'berth.db');
-  if (!existsSync(path)) return [];
-  const db = new Database(path, { readonly: true });
-  try {
-    return db
-      .prepare('SELECT id, state, step, network_state, pid FROM sandboxes ORDER BY id')
-      .all() as RowSummary[];
-  } finally {
-    db.close();
-  }
+  if (!existsSync(databasePath(daemon.rootDir))) return [];
+  return selectRows(daemon.rootDir, 'SELECT id, state, step, network_state, pid FROM sandboxes ORDER BY id');
 }
 
 /** Mount points inside the netns dir (the dir itself is bind-mounted on itself, and stays). */
 async function netnsMounts(daemon: TestDaemon): Promise<string[]> {
-  const prefix = `${daemon.netnsDir}/`;
-  return (await readMountInfo()).map((m) => m.mountPoint).filter((p) => p.startsWith(prefix));
+  return mountPointsBelow(daemon.netnsDir);
 }
 
 async function assertNothingLeft(daemon: TestDaemon): Promise<void> {
@@ -133,15 +95,9 @@ async function killProcess(pid: number): Promise<void> {
 }
 
 async function infraPid(daemon: TestDaemon, id: string): Promise<number> {
-  const { info } = await podStatus(daemon, id);
+  const { info } = await podStatus<WireStatus>(daemon.cri, id);
   assert.ok(info.pid > 0, `sandbox ${id} has no infra pid`);
   return info.pid;
-}
-
-async function runcStatus(daemon: TestDaemon, id: string): Promise<string> {
-  const runcRoot = join(daemon.stateDir, 'runc');
-  const { stdout } = await run('runc', ['--root', runcRoot, 'state', id], { timeoutMs: 10_000 });
-  return (JSON.parse(stdout) as { status: string }).status;
 }
 
 /** Pids whose parent is `pid`. */
@@ -174,26 +130,11 @@ async function waitUntilIdle(daemon: TestDaemon): Promise<void> {
       return quietPolls >= 5;
     },
     30_000,
-    100,
+    { pollMs: 100 },
   );
 }
 
 const hex = (): string => randomBytes(4).toString('hex');
-
-/** Creates a daemon for a describe block and destroys it (and all it left on the host) after. */
-function useDaemon(opts: Parameters<typeof TestDaemon.create>[0] = {}): () => TestDaemon {
-  let daemon: TestDaemon | undefined;
-  before(async () => {
-    daemon = await TestDaemon.create(opts);
-  });
-  after(async () => {
-    await daemon?.destroy();
-  });
-  return () => {
-    assert.ok(daemon, 'daemon not created');
-    return daemon;
-  };
-}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -213,8 +154,8 @@ describe('restarts keep running pods', { skip, timeout: SUITE_TIMEOUT_MS }, () =
   for (const [how, bounce] of bounces) {
     test(`a ${how} restart leaves the pod READY with the same infra process`, async () => {
       const d = daemon();
-      const id = await runPod(d, `keep-${hex()}`);
-      const before = await podStatus(d, id);
+      const id = await runPodSandbox(d.cri, podConfig(`keep-${hex()}`));
+      const before = await podStatus<WireStatus>(d.cri, id);
       assert.equal(before.status.state, 'SANDBOX_READY');
       assert.match(
         before.status.network.ip,
@@ -224,7 +165,7 @@ describe('restarts keep running pods', { skip, timeout: SUITE_TIMEOUT_MS }, () =
 
       await bounce(d);
 
-      const now = await podStatus(d, id);
+      const now = await podStatus<WireStatus>(d.cri, id);
       assert.deepEqual(now.status, before.status);
       assert.equal(now.info.pid, before.info.pid);
       assert.equal(now.info.networkState, 'READY');
@@ -233,21 +174,21 @@ describe('restarts keep running pods', { skip, timeout: SUITE_TIMEOUT_MS }, () =
       assert.ok(await isMounted(before.info.sandboxKey ?? ''), 'netns pin unmounted');
       assert.deepEqual(await d.leasedIps(), [before.status.network.ip]);
 
-      await stopAndRemove(d, id);
+      await stopAndRemovePod(d.cri, id);
       await assertNothingLeft(d);
     });
   }
 
   test('an infra process that died while the daemon was down makes the pod NOTREADY', async () => {
     const d = daemon();
-    const id = await runPod(d, `dies-${hex()}`);
+    const id = await runPodSandbox(d.cri, podConfig(`dies-${hex()}`));
     const pid = await infraPid(d, id);
     await d.kill9();
     await killProcess(pid);
 
     const { log } = await startAndLog(d);
 
-    const { status, info } = await podStatus(d, id);
+    const { status, info } = await podStatus<WireStatus>(d.cri, id);
     assert.equal(status.state, 'SANDBOX_NOTREADY');
     assert.equal(info.pid, 0);
     assert.deepEqual(
@@ -255,7 +196,7 @@ describe('restarts keep running pods', { skip, timeout: SUITE_TIMEOUT_MS }, () =
       [[id, 'SANDBOX_NOTREADY']],
     );
     assertLogged(log, 'infra process is gone: sandbox is NOT READY', { sandbox: id });
-    await stopAndRemove(d, id);
+    await stopAndRemovePod(d.cri, id);
     await assertNothingLeft(d);
   });
 });
@@ -305,7 +246,7 @@ describe('kill -9 in the middle of RunPodSandbox', { skip, timeout: SUITE_TIMEOU
         assert.ok(pinned, 'netns not pinned');
         assert.equal(leases, 1, 'CNI ADD not done');
         assert.deepEqual(await d.runcContainers(), [id], 'runc create not done');
-        assert.equal(await runcStatus(d, id), 'created', 'infra started before infra-start');
+        assert.equal(await d.runcStatus(id), 'created', 'infra started before infra-start');
         break;
     }
   }
@@ -314,11 +255,10 @@ describe('kill -9 in the middle of RunPodSandbox', { skip, timeout: SUITE_TIMEOU
     test(`before '${step}': start-up rolls the sandbox back, and the pod can then be run`, async () => {
       const d = daemon();
       const config = podConfig(`crash-${step}-${hex()}`);
-      await restart(d, { BERTH_TEST_PAUSE_BEFORE_STEP: step });
+      await restart(d, { [PAUSE_BEFORE_STEP_ENV]: step });
       // The rpc blocks for good at the pause point; it fails once the daemon is killed.
       const pending = d.cri.call('RunPodSandbox', { config }).catch((err: unknown) => err);
-      const pauseFile = join(d.stateDir, `test-paused-${step}`);
-      await waitFor(() => d.fileExists(pauseFile), 30_000);
+      const pauseFile = await d.pausedBefore(step);
       // Steps running beside the paused one finish first, so the kill finds a settled state.
       await waitUntilIdle(d);
 
@@ -338,8 +278,8 @@ describe('kill -9 in the middle of RunPodSandbox', { skip, timeout: SUITE_TIMEOU
 
       const id = (await d.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config })).pod_sandbox_id;
       assert.notEqual(id, row.id);
-      assert.equal((await podStatus(d, id)).status.state, 'SANDBOX_READY');
-      await stopAndRemove(d, id);
+      assert.equal((await podStatus<WireStatus>(d.cri, id)).status.state, 'SANDBOX_READY');
+      await stopAndRemovePod(d.cri, id);
       await assertNothingLeft(d);
     });
   }
@@ -365,8 +305,11 @@ for (const [fate, reboot] of pinFates) {
 
     test('makes pods NOTREADY and releases their leases', async () => {
       const d = daemon();
-      const ids = [await runPod(d, `reboot-a-${hex()}`), await runPod(d, `reboot-b-${hex()}`)];
-      const statuses = await Promise.all(ids.map((id) => podStatus(d, id)));
+      const ids = [
+        await runPodSandbox(d.cri, podConfig(`reboot-a-${hex()}`)),
+        await runPodSandbox(d.cri, podConfig(`reboot-b-${hex()}`)),
+      ];
+      const statuses = await Promise.all(ids.map((id) => podStatus<WireStatus>(d.cri, id)));
       assert.equal((await d.leasedIps()).length, 2);
 
       // What a reboot does to berth's world: the daemon and every pod process die, the netns
@@ -384,7 +327,7 @@ for (const [fate, reboot] of pinFates) {
       assertLogged(log, 'first start since boot: pod processes and netns mounts are gone');
       for (const id of ids) {
         assertLogged(log, 'released the network of a sandbox lost in a reboot', { sandbox: id });
-        const { status, info } = await podStatus(d, id);
+        const { status, info } = await podStatus<WireStatus>(d.cri, id);
         assert.equal(status.state, 'SANDBOX_NOTREADY');
         assert.equal(info.pid, 0);
         assert.equal(info.networkState, 'TORN_DOWN');
@@ -409,19 +352,14 @@ describe('orphans', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
 
   test('start-up removes netns pins, runc containers and dirs that no row records', async () => {
     const d = daemon();
-    const kept = await runPod(d, `kept-${hex()}`);
-    const keptBefore = await podStatus(d, kept);
-    const lost = await runPod(d, `lost-${hex()}`);
+    const kept = await runPodSandbox(d.cri, podConfig(`kept-${hex()}`));
+    const keptBefore = await podStatus<WireStatus>(d.cri, kept);
+    const lost = await runPodSandbox(d.cri, podConfig(`lost-${hex()}`));
     const lostPid = await infraPid(d, lost);
     await d.kill9();
 
     // A row lost with the daemon down: its netns pin, runc container and dir are orphans.
-    const db = new Database(join(d.rootDir, 'berth.db'));
-    try {
-      assert.equal(db.prepare('DELETE FROM sandboxes WHERE id = ?').run(lost).changes, 1);
-    } finally {
-      db.close();
-    }
+    assert.equal(changeRows(d.rootDir, 'DELETE FROM sandboxes WHERE id = ?', lost), 1);
     // A pin of berth's naming that nothing ever recorded, and a file that is not berth's.
     const orphanNetns = join(d.netnsDir, `berth-orphan-${hex()}`);
     await writeFile(orphanNetns, '');
@@ -447,10 +385,10 @@ describe('orphans', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assertLogged(log, 'removed a sandbox dir with no record', { dir: lost });
 
     // The recorded pod is untouched.
-    assert.deepEqual(await podStatus(d, kept), keptBefore);
+    assert.deepEqual(await podStatus<WireStatus>(d.cri, kept), keptBefore);
     assert.ok(await isRunning(keptBefore.info.pid));
     assert.deepEqual(await netnsMounts(d), [keptBefore.info.sandboxKey]);
-    await stopAndRemove(d, kept);
+    await stopAndRemovePod(d.cri, kept);
     // Not checked: the lost pod's host-local lease. Without its row berth has no CNI config and
     // result to run DEL with, so nothing releases it (the describe's daemon takes it away).
     assert.deepEqual(sandboxRows(d), []);
@@ -472,25 +410,7 @@ describe('a CNI DEL that fails', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     failDelFile = join(d.base, 'fail-del');
     callLog = join(d.base, 'flaky-calls');
     assert.ok(existsSync(join(FIXTURES, 'cni', 'berth-test-flaky')));
-    const conf = {
-      cniVersion: '1.0.0',
-      name: `berth-test-${d.tag}`,
-      plugins: [
-        {
-          type: 'bridge',
-          bridge: d.network.bridge,
-          isGateway: true,
-          ipMasq: false,
-          ipam: {
-            type: 'host-local',
-            ranges: [[{ subnet: `${d.network.prefix}.0/24` }]],
-            dataDir: d.network.ipamDir,
-          },
-        },
-        { type: 'berth-test-flaky', failDelFile, callLogFile: callLog },
-      ],
-    };
-    await writeFile(join(d.cniConfDir, '10-test.conflist'), JSON.stringify(conf));
+    await d.writeBridgeConfig([{ type: 'berth-test-flaky', failDelFile, callLogFile: callLog }]);
   });
 
   /** How many DELs berth-test-flaky has seen for the sandbox. */
@@ -501,8 +421,8 @@ describe('a CNI DEL that fails', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
 
   test('is retried by Stop, Remove and after a restart, never forgotten', async () => {
     const d = daemon();
-    const id = await runPod(d, `flaky-${hex()}`);
-    const { status } = await podStatus(d, id);
+    const id = await runPodSandbox(d.cri, podConfig(`flaky-${hex()}`));
+    const { status } = await podStatus<WireStatus>(d.cri, id);
     assert.deepEqual(await d.leasedIps(), [status.network.ip]);
     assert.equal(await flakyDels(id), 0);
     await writeFile(failDelFile, '');
@@ -514,7 +434,7 @@ describe('a CNI DEL that fails', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     // libcni stops a chain's DEL at the first failure: the IP must not go to another pod while a
     // plugin chained after the IPAM one (portmap, firewall, ...) may still hold state for it.
     assert.deepEqual(await d.leasedIps(), [status.network.ip], 'lease released by a failed DEL');
-    let now = await podStatus(d, id);
+    let now = await podStatus<WireStatus>(d.cri, id);
     assert.equal(now.status.state, 'SANDBOX_NOTREADY');
     assert.equal(now.info.networkState, 'READY', 'a failed DEL marked the network torn down');
 
@@ -531,13 +451,13 @@ describe('a CNI DEL that fails', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
       (await listedPods(d)).map((p) => [p.id, p.state]),
       [[id, 'SANDBOX_NOTREADY']],
     );
-    now = await podStatus(d, id);
+    now = await podStatus<WireStatus>(d.cri, id);
     assert.equal(now.info.networkState, 'READY');
 
     await rm(failDelFile);
     await d.cri.call('StopPodSandbox', { pod_sandbox_id: id });
     assert.equal(await flakyDels(id), 3);
-    assert.equal((await podStatus(d, id)).info.networkState, 'TORN_DOWN');
+    assert.equal((await podStatus<WireStatus>(d.cri, id)).info.networkState, 'TORN_DOWN');
     assert.deepEqual(await d.leasedIps(), []);
     await d.cri.call('RemovePodSandbox', { pod_sandbox_id: id });
     await assertNothingLeft(d);
@@ -549,18 +469,13 @@ describe('a runc that cannot report at start-up', { skip, timeout: SUITE_TIMEOUT
   const failFile = join('/run', `berth-test-runc-fails-${hex()}`);
   const wrapper = `${failFile}.sh`;
   before(async () => {
-    const runc = (await run('sh', ['-c', 'command -v runc'], { timeoutMs: 10_000 })).stdout.trim();
-    const script = [
-      '#!/bin/sh',
+    await writeRuncWrapper(wrapper, [
       `if [ -e '${failFile}' ]; then`,
       '  for arg in "$@"; do',
       '    if [ "$arg" = state ]; then echo "runc: simulated failure" >&2; exit 1; fi',
       '  done',
       'fi',
-      `exec '${runc}' "$@"`,
-      '',
-    ].join('\n');
-    await writeFile(wrapper, script, { mode: 0o755 });
+    ]);
   });
   after(async () => {
     await rm(failFile, { force: true });
@@ -570,16 +485,16 @@ describe('a runc that cannot report at start-up', { skip, timeout: SUITE_TIMEOUT
 
   test('a failing runc state leaves a live pod READY, logged, rather than marking it dead', async () => {
     const d = daemon();
-    const id = await runPod(d, `unchecked-${hex()}`);
-    const before = await podStatus(d, id);
+    const id = await runPodSandbox(d.cri, podConfig(`unchecked-${hex()}`));
+    const before = await podStatus<WireStatus>(d.cri, id);
     await d.kill9();
     await writeFile(failFile, '');
     const { log } = await startAndLog(d);
     await rm(failFile, { force: true });
     assertLogged(log, 'runc state failed at start-up; the sandbox is left as it was', { sandbox: id });
-    const after = await podStatus(d, id);
+    const after = await podStatus<WireStatus>(d.cri, id);
     assert.equal(after.status.state, 'SANDBOX_READY');
     assert.ok(await isRunning(before.info.pid), 'the infra was killed');
-    await stopAndRemove(d, id);
+    await stopAndRemovePod(d.cri, id);
   });
 });

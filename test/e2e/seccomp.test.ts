@@ -13,17 +13,22 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { run } from '../../src/exec.js';
-import { TestDaemon, waitFor } from '../harness/daemon.js';
-import {
-  buildLayer,
-  busyboxEntries,
-  pushImage,
-  type LayerEntry,
-  type PushedImage,
-} from '../harness/images.js';
+import { TestDaemon } from '../harness/daemon.js';
+import { busyboxLayer, pushImage, type LayerEntry, type PushedImage } from '../harness/images.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
+import {
+  containerConfig,
+  execSync,
+  execText,
+  podStatus,
+  runPod,
+  runPodSandbox,
+  startContainer,
+  stopAndRemovePod,
+  type Pod,
+} from '../harness/pods.js';
 import { registrySkip as skip } from '../harness/skip.js';
-import type { ExecResponse } from '../harness/wire.js';
+import { waitFor } from '../harness/wait.js';
 
 const SUITE_TIMEOUT_MS = 600_000;
 
@@ -182,27 +187,22 @@ describe('the RuntimeDefault seccomp profile', { skip, timeout: SUITE_TIMEOUT_MS
   let daemon: TestDaemon;
   let image: PushedImage;
   let probe: Buffer | null = null;
-  let podId: string;
-  let podConfigUsed: Record<string, unknown>;
+  let pod: Pod;
 
   before(async () => {
     registry = await startRegistry();
     probe = await buildProbe();
     const entries: LayerEntry[] = [
-      ...busyboxEntries(),
-      ...EXTRA_APPLETS.map((a): LayerEntry => ({ type: 'symlink', path: `bin/${a}`, target: 'busybox' })),
       { type: 'dir', path: 'mnt' },
       ...(probe ? [{ type: 'file', path: 'bin/probe', content: probe, mode: 0o755 } as LayerEntry] : []),
     ];
     image = await pushImage(registry, 'berth/seccomp', '1', {
-      layers: [await buildLayer(entries, 'gzip')],
+      layers: [await busyboxLayer('gzip', { applets: EXTRA_APPLETS, entries })],
       config: { Cmd: ['/bin/sleep', '1000'], WorkingDir: '/' },
     });
     daemon = await TestDaemon.create({ cni: 'bridge' });
     await daemon.cri.callImage('PullImage', { image: { image: image.reference } });
-    podConfigUsed = pod('seccomp');
-    podId = (await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config: podConfigUsed }))
-      .pod_sandbox_id;
+    pod = await runPod(daemon.cri, daemon.pod('seccomp'));
   });
 
   after(async () => {
@@ -210,38 +210,8 @@ describe('the RuntimeDefault seccomp profile', { skip, timeout: SUITE_TIMEOUT_MS
     await registry?.stop();
   });
 
-  function pod(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
-    return daemon.pod(name, extra);
-  }
-
-  async function startNew(
-    name: string,
-    extra: Record<string, unknown>,
-    sandbox = podId,
-    sandboxConfig = podConfigUsed,
-  ): Promise<string> {
-    const { container_id: id } = await daemon.cri.call<{ container_id: string }>('CreateContainer', {
-      pod_sandbox_id: sandbox,
-      config: {
-        metadata: { name, attempt: 0 },
-        image: { image: image.reference },
-        log_path: `${name}/0.log`,
-        ...extra,
-      },
-      sandbox_config: sandboxConfig,
-    });
-    await daemon.cri.call('StartContainer', { container_id: id });
-    return id;
-  }
-
-  function exec(id: string, cmd: string[], timeout = 10): Promise<ExecResponse> {
-    return daemon.cri.call<ExecResponse>('ExecSync', { container_id: id, cmd, timeout });
-  }
-
-  async function execText(id: string, cmd: string[]): Promise<string> {
-    const res = await exec(id, cmd);
-    assert.equal(res.exit_code, 0, `${cmd.join(' ')}: ${res.stderr.toString()}`);
-    return res.stdout.toString();
+  function startNew(name: string, extra: Record<string, unknown>): Promise<string> {
+    return startContainer(daemon.cri, pod, containerConfig(name, image.reference, extra));
   }
 
   async function probeIn(t: TestContext, id: string): Promise<Record<string, number> | null> {
@@ -249,15 +219,11 @@ describe('the RuntimeDefault seccomp profile', { skip, timeout: SUITE_TIMEOUT_MS
       t.skip('no gcc to build the syscall probe');
       return null;
     }
-    return parseProbe(await execText(id, ['/bin/probe']));
+    return parseProbe(await execText(daemon.cri, id, ['/bin/probe']));
   }
 
   async function infraStatus(sandbox: string): Promise<string> {
-    const res = await daemon.cri.call<{ info: { info: string } }>('PodSandboxStatus', {
-      pod_sandbox_id: sandbox,
-      verbose: true,
-    });
-    const { pid } = JSON.parse(res.info.info) as { pid: number };
+    const { pid } = (await podStatus(daemon.cri, sandbox)).info;
     assert.ok(pid > 0, 'the verbose status names the infra pid');
     return readFile(`/proc/${pid}/status`, 'utf8');
   }
@@ -273,9 +239,9 @@ describe('the RuntimeDefault seccomp profile', { skip, timeout: SUITE_TIMEOUT_MS
       command: ['/bin/sh', '-c', server],
       linux: { security_context: RUNTIME_DEFAULT },
     });
-    const status = await execText(id, ['cat', '/proc/self/status']);
+    const status = await execText(daemon.cri, id, ['cat', '/proc/self/status']);
     assert.match(status, /^Seccomp:\s+2$/m, 'filtered');
-    const tools = await execText(id, [
+    const tools = await execText(daemon.cri, id, [
       'sh',
       '-c',
       'ls / >/dev/null && cat /etc/passwd >/dev/null && sleep 0.1 && id && echo tools-ok',
@@ -284,14 +250,14 @@ describe('the RuntimeDefault seccomp profile', { skip, timeout: SUITE_TIMEOUT_MS
     assert.match(tools, /tools-ok/);
     let page = '';
     await waitFor(async () => {
-      const res = await exec(id, ['wget', '-q', '-O-', 'http://127.0.0.1:8081/'], 5);
+      const res = await execSync(daemon.cri, id, ['wget', '-q', '-O-', 'http://127.0.0.1:8081/'], 5);
       page = res.stdout.toString();
       return res.exit_code === 0;
     }, 10_000);
     assert.equal(page, 'hello-from-httpd\n');
     let reply = '';
     await waitFor(async () => {
-      reply = (await exec(id, ['nc', '127.0.0.1', '8082'], 5)).stdout.toString();
+      reply = (await execSync(daemon.cri, id, ['nc', '127.0.0.1', '8082'], 5)).stdout.toString();
       return reply.includes('hello-from-nc');
     }, 10_000);
   });
@@ -304,7 +270,7 @@ describe('the RuntimeDefault seccomp profile', { skip, timeout: SUITE_TIMEOUT_MS
       ['unshare', '-n', 'true'],
       ['mount', '-t', 'tmpfs', 'x', '/mnt'],
     ]) {
-      const res = await exec(id, cmd);
+      const res = await execSync(daemon.cri, id, cmd);
       assert.notEqual(res.exit_code, 0, cmd.join(' '));
       // EPERM, which busybox's mount words as "permission denied (are you root?)".
       assert.match(res.stderr.toString(), /Operation not permitted|permission denied/, cmd.join(' '));
@@ -313,7 +279,7 @@ describe('the RuntimeDefault seccomp profile', { skip, timeout: SUITE_TIMEOUT_MS
     const open = await startNew('shell-unconfined', {
       linux: { security_context: { seccomp: { profile_type: 'Unconfined' } } },
     });
-    assert.equal((await exec(open, ['unshare', '-U', 'true'])).exit_code, 0);
+    assert.equal((await execSync(daemon.cri, open, ['unshare', '-U', 'true'])).exit_code, 0);
   });
 
   it('refuses keyrings, bpf, io_uring, ptrace and the other reaches past the container', async (t) => {
@@ -392,12 +358,10 @@ describe('the RuntimeDefault seccomp profile', { skip, timeout: SUITE_TIMEOUT_MS
   });
 
   it('confines the infra process too, unless the pod is privileged', async () => {
-    assert.match(await infraStatus(podId), /^Seccomp:\s+2$/m);
-    const config = pod('seccomp-priv', { linux: { security_context: { privileged: true } } });
-    const privileged = (await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config }))
-      .pod_sandbox_id;
+    assert.match(await infraStatus(pod.id), /^Seccomp:\s+2$/m);
+    const config = daemon.pod('seccomp-priv', { linux: { security_context: { privileged: true } } });
+    const privileged = await runPodSandbox(daemon.cri, config);
     assert.match(await infraStatus(privileged), /^Seccomp:\s+0$/m);
-    await daemon.cri.call('StopPodSandbox', { pod_sandbox_id: privileged });
-    await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: privileged });
+    await stopAndRemovePod(daemon.cri, privileged);
   });
 });

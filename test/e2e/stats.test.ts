@@ -4,18 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import {
-  copyFile,
-  link,
-  mkdir,
-  readdir,
-  readFile,
-  rm,
-  rmdir,
-  symlink,
-  truncate,
-  writeFile,
-} from 'node:fs/promises';
+import { link, mkdir, readFile, rm, symlink, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { run } from '../../src/exec.js';
@@ -25,6 +14,8 @@ import { Runc } from '../../src/oci/runc.js';
 import type { Spec } from '../../src/oci/spec.js';
 import { cgroupVersion, readCgroupStats } from '../../src/stats/cgroup.js';
 import { directoryUsage } from '../../src/stats/disk.js';
+import { runBusyboxContainer, waitForRuncStatus } from '../harness/bundles.js';
+import { removeCgroupTree } from '../harness/cgroups.js';
 
 const isRoot = process.getuid?.() === 0;
 const suffix = randomBytes(4).toString('hex');
@@ -39,23 +30,13 @@ const MiB = 1024 * 1024;
 
 let spec: Spec;
 
-async function startContainer(cid: string): Promise<Spec> {
-  const bundle = join(base, 'bundles', cid);
-  const rootfs = join(bundle, 'rootfs');
-  for (const d of ['bin', 'proc', 'dev', 'sys', 'tmp']) await mkdir(join(rootfs, d), { recursive: true });
-  await copyFile('/bin/busybox', join(rootfs, 'bin/busybox'));
-  for (const a of APPLETS) await symlink('busybox', join(rootfs, 'bin', a));
-  await run('runc', ['spec', '--bundle', bundle], { timeoutMs: T });
-  const s = JSON.parse(await readFile(join(bundle, 'config.json'), 'utf8')) as Spec;
-  assert.ok(s.process && s.linux);
-  s.process.terminal = false;
-  s.process.args = ['/bin/sleep', '1000'];
-  s.linux.cgroupsPath = cgroupsPath;
-  s.linux.resources = { ...s.linux.resources, memory: { limit: 64 * MiB }, cpu: { shares: 1024 } };
-  await writeFile(join(bundle, 'config.json'), JSON.stringify(s, null, 2));
-  await runc.create(cid, bundle, join(bundle, 'init.pid'));
-  await runc.start(cid);
-  return s;
+function startContainer(cid: string): Promise<Spec> {
+  return runBusyboxContainer(runc, cid, join(base, 'bundles', cid), {
+    applets: APPLETS,
+    args: ['/bin/sleep', '1000'],
+    cgroupsPath,
+    resources: { memory: { limit: 64 * MiB }, cpu: { shares: 1024 } },
+  });
 }
 
 const v1File = (controller: string, file: string): string =>
@@ -74,11 +55,7 @@ describe('container cgroups', { skip: isRoot ? false : 'needs root' }, () => {
     for (const c of await runc.list().catch(() => [])) {
       await runc.delete(c.id, { force: true }).catch(() => undefined);
     }
-    for (const hierarchy of await readdir('/sys/fs/cgroup').catch(() => [])) {
-      const parent = join('/sys/fs/cgroup', hierarchy, CGROUP_PARENT);
-      await rmdir(join(parent, id)).catch(() => undefined);
-      await rmdir(parent).catch(() => undefined);
-    }
+    await removeCgroupTree(CGROUP_PARENT);
     await rm(join(base, 'runc'), { recursive: true, force: true });
     await rm(join(base, 'bundles'), { recursive: true, force: true });
   });
@@ -134,10 +111,7 @@ describe('container cgroups', { skip: isRoot ? false : 'needs root' }, () => {
 
   test('a stopped container cannot be updated; a deleted one has no stats', async () => {
     await runc.kill(id, 'SIGKILL');
-    const deadline = Date.now() + 5_000;
-    while ((await runc.state(id))?.status !== 'stopped' && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitForRuncStatus(runc, id, 'stopped');
     await assert.rejects(runc.update(id, { cpu: { shares: 2 } }), (err: Error) => {
       assert.equal(err.name, 'FailedPreconditionError');
       assert.match(err.message, /not running/);

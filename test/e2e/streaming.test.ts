@@ -5,7 +5,7 @@
  * loopback and to the test pods' own network namespaces only.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { request } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
@@ -14,16 +14,12 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { run } from '../../src/exec.js';
-import { podConfig, TestDaemon, waitFor } from '../harness/daemon.js';
+import { commandLine, processesMentioning } from '../../src/process/index.js';
+import { TestDaemon } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
-import {
-  buildLayer,
-  busyboxEntries,
-  pushImage,
-  type LayerEntry,
-  type PushedImage,
-} from '../harness/images.js';
+import { busyboxLayer, pushImage, type LayerEntry, type PushedImage } from '../harness/images.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
+import { containerConfig, execSync, runPod, startContainer, type Pod } from '../harness/pods.js';
 import { registrySkip } from '../harness/skip.js';
 import {
   UpgradeRefused,
@@ -35,6 +31,7 @@ import {
   spdyRemoteCommand,
   wsConnect,
 } from '../harness/streaming.js';
+import { waitFor } from '../harness/wait.js';
 
 const SUITE_TIMEOUT_MS = 600_000;
 const EXTRA_APPLETS = ['stty', 'tty', 'httpd', 'yes', 'dd', 'seq', 'sed', 'tr'];
@@ -48,28 +45,24 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
   let registry: TestRegistry;
   let daemon: TestDaemon;
   let image: PushedImage;
-  let podId: string;
-  let podCfg: Record<string, unknown>;
+  let main: Pod;
   /** Runs `sleep 1000`. */
   let sleeper: string;
 
   before(async () => {
     registry = await startRegistry();
-    const entries: LayerEntry[] = [
-      ...busyboxEntries(),
-      ...EXTRA_APPLETS.map((a): LayerEntry => ({ type: 'symlink', path: `bin/${a}`, target: 'busybox' })),
+    const www: LayerEntry[] = [
       { type: 'dir', path: 'www' },
       { type: 'file', path: 'www/index.html', content: PAGE },
     ];
     image = await pushImage(registry, 'berth/streaming', '1', {
-      layers: [await buildLayer(entries, 'gzip')],
+      layers: [await busyboxLayer('gzip', { applets: EXTRA_APPLETS, entries: www })],
       config: { Cmd: ['/bin/sleep', '1000'], WorkingDir: '/', Env: ['PATH=/bin'] },
     });
     daemon = await TestDaemon.create({ cni: 'bridge' });
     await daemon.cri.callImage('PullImage', { image: { image: image.reference } });
-    podCfg = pod('streams');
-    podId = await runPod(podCfg);
-    sleeper = await startContainer('sleeper');
+    main = await runPod(daemon.cri, daemon.pod('streams'));
+    sleeper = await start('sleeper');
   });
 
   after(async () => {
@@ -77,27 +70,9 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
     await registry?.stop();
   });
 
-  function pod(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
-    return daemon.pod(name, extra);
-  }
-
-  async function runPod(config: Record<string, unknown>): Promise<string> {
-    return (await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config })).pod_sandbox_id;
-  }
-
-  async function startContainer(
-    name: string,
-    extra: Record<string, unknown> = {},
-    sandbox = podId,
-    sandboxConfig = podCfg,
-  ): Promise<string> {
-    const { container_id: id } = await daemon.cri.call<{ container_id: string }>('CreateContainer', {
-      pod_sandbox_id: sandbox,
-      config: { metadata: { name }, image: { image: image.reference }, log_path: `${name}.log`, ...extra },
-      sandbox_config: sandboxConfig,
-    });
-    await daemon.cri.call('StartContainer', { container_id: id });
-    return id;
+  /** A started container of the test image. */
+  function start(name: string, extra: Record<string, unknown> = {}, pod = main): Promise<string> {
+    return startContainer(daemon.cri, pod, containerConfig(name, image.reference, extra));
   }
 
   function execUrl(id: string, cmd: string[], flags: Record<string, boolean> = {}): Promise<string> {
@@ -106,22 +81,16 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
       .then((r) => r.url);
   }
 
-  async function execSync(id: string, cmd: string[]): Promise<string> {
-    const res = await daemon.cri.call<{ stdout: Buffer; exit_code: number }>('ExecSync', {
-      container_id: id,
-      cmd,
-      timeout: 10,
-    });
-    return res.stdout.toString();
+  /** What `cmd` wrote to stdout, whatever its exit code. */
+  async function stdoutOf(id: string, cmd: string[]): Promise<string> {
+    return (await execSync(daemon.cri, id, cmd)).stdout.toString();
   }
 
   /** Host processes whose command line mentions `needle` (runc exec helpers, socat, leftovers). */
   async function hostProcesses(needle: string): Promise<string[]> {
     const found: string[] = [];
-    for (const pid of await readdir('/proc')) {
-      if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
-      const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
-      if (cmdline.includes(needle)) found.push(`${pid}: ${cmdline.replaceAll('\0', ' ')}`);
+    for (const pid of await processesMentioning(needle)) {
+      found.push(`${pid}: ${((await commandLine(pid)) ?? []).join(' ')}`);
     }
     return found;
   }
@@ -132,7 +101,7 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
       assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/exec\/[A-Za-z0-9_-]{20,}$/);
       const attach = await daemon.cri.call<UrlResponse>('Attach', { container_id: sleeper, stdout: true });
       assert.match(attach.url, /\/attach\/[A-Za-z0-9_-]+$/);
-      const pf = await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: podId, port: [80] });
+      const pf = await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: main.id, port: [80] });
       assert.match(pf.url, /\/portforward\/[A-Za-z0-9_-]+$/);
     });
 
@@ -174,11 +143,11 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
         'nope',
       );
       await rejectsWith(
-        daemon.cri.call('PortForward', { pod_sandbox_id: podId, port: [70000] }),
+        daemon.cri.call('PortForward', { pod_sandbox_id: main.id, port: [70000] }),
         status.INVALID_ARGUMENT,
         'port[0]',
       );
-      const stopped = await startContainer('stopped-one');
+      const stopped = await start('stopped-one');
       await daemon.cri.call('StopContainer', { container_id: stopped, timeout: 0 });
       await rejectsWith(
         daemon.cri.call('Exec', { container_id: stopped, cmd: ['true'], stdout: true }),
@@ -282,7 +251,7 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
       });
       assert.ok(Date.now() - started < 15_000);
       assert.match(res.stdout + res.stderr, /exit code 130/);
-      assert.ok(!(await execSync(sleeper, ['ps', '-o', 'args'])).includes('sleep 4323'));
+      assert.ok(!(await stdoutOf(sleeper, ['ps', '-o', 'args'])).includes('sleep 4323'));
     });
 
     it('streams a large output completely', async () => {
@@ -401,12 +370,12 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
       await conn.openStream({ streamType: 'error' });
       await conn.openStream({ streamType: 'stdout' });
       await waitFor(
-        async () => (await execSync(sleeper, ['ps', '-o', 'args'])).includes('sleep 4321'),
+        async () => (await stdoutOf(sleeper, ['ps', '-o', 'args'])).includes('sleep 4321'),
         10_000,
       );
       socket.destroy();
       await waitFor(
-        async () => !(await execSync(sleeper, ['ps', '-o', 'args'])).includes('sleep 4321'),
+        async () => !(await stdoutOf(sleeper, ['ps', '-o', 'args'])).includes('sleep 4321'),
         10_000,
       );
       await waitFor(
@@ -459,7 +428,7 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
 
     before(async () => {
       // `cat` echoes what it is given: stdin kept open (no stdin_once), no terminal.
-      interactive = await startContainer('interactive', { command: ['/bin/cat'], stdin: true });
+      interactive = await start('interactive', { command: ['/bin/cat'], stdin: true });
     });
 
     it('joins the container stdio; detaching leaves it running; several at once', async () => {
@@ -491,7 +460,7 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
 
     it('crictl attach passes input through and output back', { skip: crictlSkip }, async () => {
       // crictl attach returns when the container's output ends: the container here exits on EOF.
-      const once = await startContainer('attach-once', {
+      const once = await start('attach-once', {
         command: ['/bin/sh', '-c', 'read line; echo "got $line"; sleep 1'],
         stdin: true,
         stdin_once: true,
@@ -507,7 +476,7 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
       'crictl attach -it drives a terminal container, as kubectl run -it does',
       { skip: crictlSkip },
       async () => {
-        const shell = await startContainer('attach-tty', {
+        const shell = await start('attach-tty', {
           command: ['/bin/sh'],
           stdin: true,
           stdin_once: true,
@@ -529,7 +498,7 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
     );
 
     it('attach to a terminal container resizes its terminal', async () => {
-      const tty = await startContainer('tty', { command: ['/bin/sh'], stdin: true, tty: true });
+      const tty = await start('tty', { command: ['/bin/sh'], stdin: true, tty: true });
       const url = (
         await daemon.cri.call<UrlResponse>('Attach', {
           container_id: tty,
@@ -556,24 +525,18 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
         container_id: interactive,
       });
       assert.equal(st.status.state, 'CONTAINER_RUNNING');
-      assert.equal(await execSync(interactive, ['echo', 'alive']), 'alive\n');
+      assert.equal(await stdoutOf(interactive, ['echo', 'alive']), 'alive\n');
     });
   });
 
   describe('port-forward', () => {
-    let webPodId: string;
-    let hostPodId: string;
+    let webPod: Pod;
+    let hostPod: Pod;
     let hostPort: number;
 
     before(async () => {
-      const webCfg = pod('web');
-      webPodId = await runPod(webCfg);
-      await startContainer(
-        'httpd',
-        { command: ['/bin/httpd', '-f', '-p', '80', '-h', '/www'] },
-        webPodId,
-        webCfg,
-      );
+      webPod = await runPod(daemon.cri, daemon.pod('web'));
+      await start('httpd', { command: ['/bin/httpd', '-f', '-p', '80', '-h', '/www'] }, webPod);
       // A host-network pod's port is the host's: a free one, so nothing else answers there.
       hostPort = await new Promise<number>((resolve) => {
         const s = createServer().listen(0, '127.0.0.1', () => {
@@ -581,15 +544,12 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
           s.close(() => resolve(p));
         });
       });
-      const hostCfg = pod('hostnet', {
-        linux: { security_context: { namespace_options: { network: 'NODE' } } },
-      });
-      hostPodId = await runPod(hostCfg);
-      await startContainer(
+      const hostNetwork = { linux: { security_context: { namespace_options: { network: 'NODE' } } } };
+      hostPod = await runPod(daemon.cri, daemon.pod('hostnet', hostNetwork));
+      await start(
         'httpd-host',
         { command: ['/bin/httpd', '-f', '-p', `127.0.0.1:${hostPort}`, '-h', '/www'] },
-        hostPodId,
-        hostCfg,
+        hostPod,
       );
       await new Promise((r) => setTimeout(r, 300));
     });
@@ -615,7 +575,7 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
 
     it('reaches a server inside the pod network namespace over SPDY', async () => {
       const url = (
-        await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: webPodId, port: [80] })
+        await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: webPod.id, port: [80] })
       ).url;
       const res = await forwardGet(url, 80);
       assert.equal(res.error, '');
@@ -624,15 +584,16 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
     });
 
     it('a host-network pod forwards to the host port', async () => {
-      const url = (await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: hostPodId, port: [] }))
-        .url;
+      const url = (
+        await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: hostPod.id, port: [] })
+      ).url;
       const res = await forwardGet(url, hostPort);
       assert.equal(res.error, '');
       assert.ok(res.data.includes(PAGE));
     });
 
     it('a closed port is an error on the error stream, not a hang', async () => {
-      const url = (await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: webPodId, port: [] }))
+      const url = (await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: webPod.id, port: [] }))
         .url;
       const res = await forwardGet(url, 81);
       assert.match(res.error, /error forwarding port 81/);
@@ -640,7 +601,7 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
     });
 
     it('several connections at once on one session', async () => {
-      const url = (await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: webPodId, port: [] }))
+      const url = (await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: webPod.id, port: [] }))
         .url;
       const { conn } = await spdyConnect(url, ['portforward.k8s.io']);
       const one = async (rid: number): Promise<string> => {
@@ -668,7 +629,7 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
 
     it('over WebSocket with the port in the URL', async () => {
       const url = (
-        await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: webPodId, port: [80] })
+        await daemon.cri.call<UrlResponse>('PortForward', { pod_sandbox_id: webPod.id, port: [80] })
       ).url;
       const ws = await wsConnect(`${url}?port=80`, ['v4.channel.k8s.io']);
       await waitFor(async () => (ws.received.get(0)?.length ?? 0) >= 1, 10_000);
@@ -685,7 +646,7 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
           s.close(() => resolve(p));
         });
       });
-      const pf = crictl(daemon.socket, ['port-forward', webPodId, `${local}:80`], {
+      const pf = crictl(daemon.socket, ['port-forward', webPod.id, `${local}:80`], {
         timeoutMs: 30_000,
       }).catch(() => undefined);
       let page = '';
@@ -719,7 +680,7 @@ describe(
     before(async () => {
       registry = await startRegistry();
       const image = await pushImage(registry, 'berth/streaming-tls', '1', {
-        layers: [await buildLayer(busyboxEntries(), 'gzip')],
+        layers: [await busyboxLayer()],
         config: { Cmd: ['/bin/sleep', '1000'], Env: ['PATH=/bin'] },
       });
       tlsDir = await mkdtemp(join(tmpdir(), 'berth-tls-'));
@@ -742,16 +703,11 @@ describe(
         ],
       });
       await daemon.cri.callImage('PullImage', { image: { image: image.reference } });
-      const config = podConfig('tls', { log_directory: join(daemon.base, 'logs', 'tls') });
-      const { pod_sandbox_id: podId } = await daemon.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', {
-        config,
+      const pod = await runPod(daemon.cri, daemon.pod('tls'));
+      containerId = await startContainer(daemon.cri, pod, {
+        metadata: { name: 'c' },
+        image: { image: image.reference },
       });
-      ({ container_id: containerId } = await daemon.cri.call<{ container_id: string }>('CreateContainer', {
-        pod_sandbox_id: podId,
-        config: { metadata: { name: 'c' }, image: { image: image.reference } },
-        sandbox_config: config,
-      }));
-      await daemon.cri.call('StartContainer', { container_id: containerId });
     });
 
     after(async () => {
@@ -783,11 +739,7 @@ describe(
       assert.ok(took < 10_000, `the session lasted ${took} ms`);
       assert.equal(res.errorText, '');
       await waitFor(async () => {
-        const ps = await daemon.cri.call<{ stdout: Buffer }>('ExecSync', {
-          container_id: containerId,
-          cmd: ['ps', '-o', 'args'],
-          timeout: 10,
-        });
+        const ps = await execSync(daemon.cri, containerId, ['ps', '-o', 'args']);
         return !ps.stdout.toString().includes('sleep 4322');
       }, 10_000);
     });

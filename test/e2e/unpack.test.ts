@@ -6,7 +6,6 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream, type Stats } from 'node:fs';
 import {
-  access,
   chmod,
   lchown,
   link,
@@ -28,20 +27,14 @@ import { finished } from 'node:stream/promises';
 import { after, before, describe, test } from 'node:test';
 import { ExecError } from '../../src/errors.js';
 import { run } from '../../src/exec.js';
-import type { LayerCompression } from '../../src/image/types.js';
+import type { LayerCompression } from '../../src/unpack/index.js';
 import { UnpackError, unpackLayer, type UnpackResult } from '../../src/unpack/index.js';
+import { exists } from '../harness/files.js';
 
 const T = 60_000;
 const MTIME = 1_600_000_000;
 let base: string;
 let counter = 0;
-
-async function exists(path: string): Promise<boolean> {
-  return access(path).then(
-    () => true,
-    () => false,
-  );
-}
 
 async function sh(file: string, args: readonly string[]): Promise<string> {
   return (await run(file, args, { timeoutMs: T })).stdout;

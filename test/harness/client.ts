@@ -1,43 +1,16 @@
-import {
-  credentials,
-  loadPackageDefinition,
-  Metadata,
-  type CallOptions,
-  type Client,
-  type GrpcObject,
-  type ServiceError,
-} from '@grpc/grpc-js';
-import { loadSync } from '@grpc/proto-loader';
-import { PROTO_LOADER_OPTIONS, PROTO_PATH } from '../../src/cri/loader.js';
-
-type Callback = (err: ServiceError | null, res: unknown) => void;
-type RawMethod = (req: unknown, metadata: Metadata, options: CallOptions, cb: Callback) => void;
+import { Client, credentials, Metadata, type CallOptions } from '@grpc/grpc-js';
+import { loadCriDefinitions, type ServiceMethods } from '../../src/cri/loader.js';
 
 /** A CRI client over the daemon's unix socket, decoding exactly as kubelet's protobuf would. */
 export class CriClient {
-  readonly runtime: Client;
-  readonly image: Client;
+  private readonly services = loadCriDefinitions();
+  private readonly connection: Client;
 
   constructor(socket: string) {
-    const pkg = loadPackageDefinition(loadSync(PROTO_PATH, PROTO_LOADER_OPTIONS));
-    const v1 = (pkg.runtime as GrpcObject).v1 as GrpcObject;
-    type Ctor = new (
-      address: string,
-      creds: ReturnType<typeof credentials.createInsecure>,
-      options: Record<string, number>,
-    ) => Client;
     // Room for ExecSync's full 16 MiB of stdout (kubelet's own limit is 16 MiB in all).
-    const options = { 'grpc.max_receive_message_length': 32 * 1024 * 1024 };
-    this.runtime = new (v1.RuntimeService as unknown as Ctor)(
-      `unix://${socket}`,
-      credentials.createInsecure(),
-      options,
-    );
-    this.image = new (v1.ImageService as unknown as Ctor)(
-      `unix://${socket}`,
-      credentials.createInsecure(),
-      options,
-    );
+    this.connection = new Client(`unix://${socket}`, credentials.createInsecure(), {
+      'grpc.max_receive_message_length': 32 * 1024 * 1024,
+    });
   }
 
   /**
@@ -49,7 +22,7 @@ export class CriClient {
     req: object = {},
     opts: { deadlineMs?: number } = {},
   ): Promise<T> {
-    return invoke<T>(this.runtime, rpc, req, opts.deadlineMs);
+    return this.invoke<T>(this.services.runtime, rpc, req, opts.deadlineMs);
   }
 
   callImage<T = Record<string, unknown>>(
@@ -57,20 +30,28 @@ export class CriClient {
     req: object = {},
     opts: { deadlineMs?: number } = {},
   ): Promise<T> {
-    return invoke<T>(this.image, rpc, req, opts.deadlineMs);
+    return this.invoke<T>(this.services.image, rpc, req, opts.deadlineMs);
   }
 
   close(): void {
-    this.runtime.close();
-    this.image.close();
+    this.connection.close();
   }
-}
 
-function invoke<T>(client: Client, rpc: string, req: object, deadlineMs?: number): Promise<T> {
-  const method = (client as unknown as Record<string, RawMethod>)[rpc];
-  if (!method) throw new Error(`no rpc ${rpc}`);
-  const options: CallOptions = deadlineMs === undefined ? {} : { deadline: Date.now() + deadlineMs };
-  return new Promise<T>((resolve, reject) => {
-    method.call(client, req, new Metadata(), options, (err, res) => (err ? reject(err) : resolve(res as T)));
-  });
+  /** `T` is the caller's word for the response's shape: the rpc is named by a string. */
+  private invoke<T>(service: ServiceMethods, rpc: string, req: object, deadlineMs?: number): Promise<T> {
+    const method = service[rpc];
+    if (!method) throw new Error(`no rpc ${rpc}`);
+    const options: CallOptions = deadlineMs === undefined ? {} : { deadline: Date.now() + deadlineMs };
+    return new Promise<T>((resolve, reject) => {
+      this.connection.makeUnaryRequest(
+        method.path,
+        method.requestSerialize,
+        method.responseDeserialize,
+        req,
+        new Metadata(),
+        options,
+        (err, res) => (err ? reject(err) : resolve(res as T)),
+      );
+    });
+  }
 }

@@ -1,14 +1,19 @@
+import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { run } from '../../src/exec.js';
 import { isMounted } from '../../src/netns/index.js';
-import { readMountInfo } from '../../src/netns/mountinfo.js';
+import { commandLine, isRunning, killQuietly, processesMentioning } from '../../src/process/index.js';
 import { CriClient } from './client.js';
+import { exists, namesIn } from './files.js';
 import { watchRss } from './memory.js';
+import { mountPointsBelow, unmountAllBelow } from './mounts.js';
+import { waitFor } from './wait.js';
 
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 /** The source tree's fixtures, from dist/test/harness. */
@@ -59,6 +64,11 @@ export class TestDaemon {
     this.network = { bridge: `bt${tag.slice(0, 8)}`, prefix, ipamDir: join(this.base, 'ipam') };
   }
 
+  /** runc's state of the daemon's containers (berthd's --state dir holds it). */
+  get runcRoot(): string {
+    return join(this.stateDir, 'runc');
+  }
+
   static async create(opts: TestDaemonOptions = {}): Promise<TestDaemon> {
     const daemon = new TestDaemon(randomBytes(4).toString('hex'), opts, await unusedPrefix());
     await mkdir(daemon.cniConfDir, { recursive: true });
@@ -98,24 +108,33 @@ export class TestDaemon {
   }
 
   async writeCniConfig(kind: NonNullable<TestDaemonOptions['cni']>): Promise<void> {
+    if (kind === 'none') {
+      for (const f of await readdir(this.cniConfDir)) await rm(join(this.cniConfDir, f));
+      return;
+    }
+    const chained: Record<typeof kind, object[]> = {
+      bridge: [],
+      'bridge+portmap': [{ type: 'portmap', capabilities: { portMappings: true } }],
+      'bridge+fail': [{ type: 'berth-test-fail' }],
+    };
+    await this.writeBridgeConfig(chained[kind]);
+  }
+
+  /** The conf dir's only network: the test bridge and host-local store, then `chained` plugins. */
+  async writeBridgeConfig(chained: object[]): Promise<void> {
     for (const f of await readdir(this.cniConfDir)) await rm(join(this.cniConfDir, f));
-    if (kind === 'none') return;
-    const plugins: object[] = [
-      {
-        type: 'bridge',
-        bridge: this.network.bridge,
-        isGateway: true,
-        ipMasq: false,
-        ipam: {
-          type: 'host-local',
-          ranges: [[{ subnet: `${this.network.prefix}.0/24` }]],
-          dataDir: this.network.ipamDir,
-        },
+    const bridge = {
+      type: 'bridge',
+      bridge: this.network.bridge,
+      isGateway: true,
+      ipMasq: false,
+      ipam: {
+        type: 'host-local',
+        ranges: [[{ subnet: `${this.network.prefix}.0/24` }]],
+        dataDir: this.network.ipamDir,
       },
-    ];
-    if (kind === 'bridge+portmap') plugins.push({ type: 'portmap', capabilities: { portMappings: true } });
-    if (kind === 'bridge+fail') plugins.push({ type: 'berth-test-fail' });
-    const conf = { cniVersion: '1.0.0', name: `berth-test-${this.tag}`, plugins };
+    };
+    const conf = { cniVersion: '1.0.0', name: `berth-test-${this.tag}`, plugins: [bridge, ...chained] };
     await writeFile(join(this.cniConfDir, '10-test.conflist'), JSON.stringify(conf));
   }
 
@@ -182,25 +201,18 @@ export class TestDaemon {
 
   /** Best-effort removal of whatever a failed test left behind on the host. */
   async sweep(): Promise<void> {
-    const runcRoot = join(this.stateDir, 'runc');
-    if (existsSync(runcRoot)) {
-      const { stdout } = await run('runc', ['--root', runcRoot, 'list', '-q'], { timeoutMs: 10_000 }).catch(
-        () => ({ stdout: '' }),
-      );
-      for (const id of stdout.split('\n').filter(Boolean)) {
-        await run('runc', ['--root', runcRoot, 'delete', '--force', id], { timeoutMs: 10_000 }).catch(
+    if (existsSync(this.runcRoot)) {
+      for (const id of await this.runcContainers().catch(() => [] as string[])) {
+        await run('runc', ['--root', this.runcRoot, 'delete', '--force', id], { timeoutMs: 10_000 }).catch(
           () => {},
         );
       }
     }
-    await killProcessesMentioning(this.base);
-    // Container rootfs overlays and pod shm mounts under the root dir, deepest first.
-    const mounts = (await readMountInfo())
-      .map((entry) => entry.mountPoint)
-      .filter((target) => target.startsWith(`${this.rootDir}/`))
-      .sort((a, b) => b.length - a.length);
-    for (const target of mounts) await run('umount', ['-l', target], { timeoutMs: 10_000 }).catch(() => {});
-    for (const name of await readdir(this.netnsDir).catch(() => [] as string[])) {
+    // conmon outlives berthd by design; a test's monitors must not outlive the test.
+    for (const pid of await processesMentioning(this.base)) killQuietly(pid);
+    // Container rootfs overlays and pod shm mounts.
+    await unmountAllBelow(this.rootDir);
+    for (const name of await this.netnsFiles()) {
       const path = join(this.netnsDir, name);
       if (await isMounted(path)) await run('umount', ['-l', path], { timeoutMs: 10_000 }).catch(() => {});
     }
@@ -213,24 +225,61 @@ export class TestDaemon {
   /** IPs host-local currently holds for this network. */
   async leasedIps(): Promise<string[]> {
     const dir = join(this.network.ipamDir, `berth-test-${this.tag}`);
-    const names = await readdir(dir).catch(() => [] as string[]);
+    const names = await namesIn(dir);
     return names
       .filter((n) => /^[0-9.]+$/.test(n) || n.includes(':'))
       .filter((n) => !n.startsWith('last_reserved'));
   }
 
   async netnsFiles(): Promise<string[]> {
-    return readdir(this.netnsDir).catch(() => [] as string[]);
+    return namesIn(this.netnsDir);
   }
 
   async runcContainers(): Promise<string[]> {
-    const runcRoot = join(this.stateDir, 'runc');
-    const { stdout } = await run('runc', ['--root', runcRoot, 'list', '-q'], { timeoutMs: 10_000 });
+    const { stdout } = await run('runc', ['--root', this.runcRoot, 'list', '-q'], { timeoutMs: 10_000 });
     return stdout.split('\n').filter(Boolean);
   }
 
+  /** runc's status word for `id` ('created', 'running', 'stopped'), '' when runc does not know it. */
+  async runcStatus(id: string): Promise<string> {
+    const out = await run('runc', ['--root', this.runcRoot, 'state', id], { timeoutMs: 10_000 }).catch(
+      () => null,
+    );
+    return out ? (JSON.parse(out.stdout) as { status: string }).status : '';
+  }
+
   async sandboxDirs(): Promise<string[]> {
-    return readdir(join(this.rootDir, 'sandboxes')).catch(() => [] as string[]);
+    return namesIn(join(this.rootDir, 'sandboxes'));
+  }
+
+  /**
+   * Live conmons of this daemon, or only the one monitoring container `id`. They run detached, so
+   * they are found by their command line, which names the daemon's dirs.
+   */
+  async conmonPids(id?: string): Promise<number[]> {
+    const pids: number[] = [];
+    for (const pid of await processesMentioning(this.base)) {
+      const argv = (await commandLine(pid)) ?? [];
+      if (basename(argv[0] ?? '') !== 'conmon') continue;
+      if (id !== undefined && argv[argv.indexOf('--cid') + 1] !== id) continue;
+      if (await isRunning(pid)) pids.push(pid);
+    }
+    return pids;
+  }
+
+  /**
+   * Mount points below the daemon's dir but the netns dir's self-bind, which lasts as long as the
+   * daemon: what pods and containers mounted (netns pins, rootfs overlays, shm).
+   */
+  async podMounts(): Promise<string[]> {
+    return (await mountPointsBelow(this.base)).filter((p) => p !== this.netnsDir);
+  }
+
+  /** Waits until berthd stands at its test pause before `step`; returns the pause's marker file. */
+  async pausedBefore(step: string): Promise<string> {
+    const marker = join(this.stateDir, `test-paused-${step}`);
+    await waitFor(() => exists(marker), 30_000);
+    return marker;
   }
 
   /** podConfig with a log directory of this daemon's own, so containers in the pod have logs. */
@@ -247,36 +296,32 @@ export class TestDaemon {
   async waitForOutput(text: string, timeoutMs = 30_000): Promise<void> {
     await waitFor(async () => this.output.includes(text), timeoutMs);
   }
-
-  async fileExists(path: string): Promise<boolean> {
-    return readFile(path).then(
-      () => true,
-      () => false,
-    );
-  }
 }
 
-/** conmon outlives berthd by design; a test's monitors must not outlive the test. */
-async function killProcessesMentioning(text: string): Promise<void> {
-  for (const pid of await readdir('/proc').catch(() => [] as string[])) {
-    if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
-    const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
-    if (!cmdline.includes(text)) continue;
-    try {
-      process.kill(Number(pid), 'SIGKILL');
-    } catch {
-      // Gone already.
-    }
-  }
-}
+/** The env that makes berthd's next RunPodSandbox or CreateContainer stop for good before a step. */
+export const PAUSE_BEFORE_STEP_ENV = 'BERTH_TEST_PAUSE_BEFORE_STEP';
 
-export async function waitFor(check: () => Promise<boolean>, timeoutMs: number, pollMs = 50): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, pollMs));
-  }
+/**
+ * A daemon for the enclosing describe block, made in its before hook and destroyed (with all it
+ * left on the host) after it. `options` may be a function, called in the before hook, so that it
+ * can make files the daemon's flags name; `ready` runs once the daemon serves.
+ */
+export function useDaemon(
+  options: TestDaemonOptions | (() => Promise<TestDaemonOptions>) = {},
+  ready: (daemon: TestDaemon) => Promise<void> = async () => {},
+): () => TestDaemon {
+  let daemon: TestDaemon | undefined;
+  before(async () => {
+    daemon = await TestDaemon.create(typeof options === 'function' ? await options() : options);
+    await ready(daemon);
+  });
+  after(async () => {
+    await daemon?.destroy();
+  });
+  return () => {
+    assert.ok(daemon, 'daemon not created');
+    return daemon;
+  };
 }
 
 /** A 10.210.x.0/24 no route on this machine covers, so test pods never shadow a real network. */

@@ -10,12 +10,8 @@ import { tmpdir } from 'node:os';
 import { join, posix } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { run } from '../../src/exec.js';
-import {
-  MEDIA_TYPES,
-  type Descriptor,
-  type ImageRuntimeConfig,
-  type Platform,
-} from '../../src/image/types.js';
+import type { ImageRuntimeConfig } from '../../src/image/types.js';
+import { MEDIA_TYPES, type Descriptor, type Platform } from '../../src/registry/manifest.js';
 import { hostPlatform } from '../../src/registry/platform.js';
 import type { TestRegistry } from './registry.js';
 
@@ -451,8 +447,9 @@ export const GROUP = ['root:x:0:', 'app:x:1000:', 'extra:x:2000:app', 'nogroup:x
 /**
  * Entries of a minimal root filesystem: the static busybox from Debian's busybox-static with applet
  * symlinks in /bin, /etc/passwd (root; app 1000:1000) and /etc/group (extra 2000 has app).
+ * `extraApplets` are linked too, for a suite's commands beyond BUSYBOX_APPLETS.
  */
-export function busyboxEntries(): LayerEntry[] {
+export function busyboxEntries(extraApplets: readonly string[] = []): LayerEntry[] {
   return [
     { type: 'dir', path: 'bin' },
     { type: 'file', path: 'bin/busybox', content: readFileSync(BUSYBOX), mode: 0o755 },
@@ -464,9 +461,19 @@ export function busyboxEntries(): LayerEntry[] {
     { type: 'dir', path: 'home' },
     { type: 'dir', path: 'home/app', mode: 0o755, uid: 1000, gid: 1000 },
     { type: 'dir', path: 'tmp', mode: 0o1777 },
+    ...extraApplets.map((a): LayerEntry => ({ type: 'symlink', path: `bin/${a}`, target: 'busybox' })),
   ];
 }
 
-export function busyboxLayer(compression: Compression = 'gzip'): Promise<BuiltLayer> {
-  return buildLayer(busyboxEntries(), compression);
+/** What a suite adds to the busybox layer: applets its commands need, and files of its own. */
+export interface BusyboxExtras {
+  applets?: readonly string[];
+  entries?: readonly LayerEntry[];
+}
+
+export function busyboxLayer(
+  compression: Compression = 'gzip',
+  extras: BusyboxExtras = {},
+): Promise<BuiltLayer> {
+  return buildLayer([...busyboxEntries(extras.applets), ...(extras.entries ?? [])], compression);
 }

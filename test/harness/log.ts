@@ -1,6 +1,7 @@
 /** berthd's own log (pino JSON lines on its stderr) as tests read it. */
 import assert from 'node:assert/strict';
-import { waitFor, type TestDaemon } from './daemon.js';
+import type { TestDaemon } from './daemon.js';
+import { waitFor } from './wait.js';
 
 /** One pino line of berthd's stderr. */
 export type LogEntry = Record<string, unknown> & { msg?: string };

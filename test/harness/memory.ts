@@ -4,11 +4,16 @@ import { readFile } from 'node:fs/promises';
 /** How often watchRss samples: often enough to see a burst of a second or two. */
 const RSS_SAMPLE_MS = 100;
 
-/** VmRSS of `pid` in KiB; NaN when the process (or the pid) is not there. */
-export async function rssKiB(pid: number | undefined): Promise<number> {
+/** A `Name:  123 kB` field of a /proc/<pid> file, in KiB; NaN when unreadable or not there. */
+export async function procKiB(pid: number | undefined, file: string, field: string): Promise<number> {
   if (pid === undefined) return NaN;
-  const text = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
-  return Number(/^VmRSS:\s+(\d+) kB/m.exec(text)?.[1] ?? NaN);
+  const text = await readFile(`/proc/${pid}/${file}`, 'utf8').catch(() => '');
+  return Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN);
+}
+
+/** VmRSS of `pid` in KiB; NaN when the process (or the pid) is not there. */
+export function rssKiB(pid: number | undefined): Promise<number> {
+  return procKiB(pid, 'status', 'VmRSS');
 }
 
 /** Peak RSS of `pid` while `task` runs, sampled on a timer, so a very short burst can be missed. */

@@ -4,13 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { BerthError } from '../../src/errors.js';
-import {
-  ConfigError,
-  defaultConfig,
-  formatDuration,
-  loadConfig,
-  type LoadOptions,
-} from '../../src/config/load.js';
+import { ConfigError } from '../../src/config/error.js';
+import { loadConfig, type LoadOptions } from '../../src/config/load.js';
+import { defaultConfig } from '../../src/config/settings.js';
+import { formatDuration } from '../../src/config/values.js';
 import type { BerthConfig } from '../../src/config/types.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'berth-config-test-'));

@@ -21,8 +21,9 @@ import {
   toWireResources,
   toWireStats,
 } from '../../src/cri/container.js';
-import { implement } from '../../src/cri/handler.js';
+import { RpcEdge, type UnaryHandler } from '../../src/cri/handler.js';
 import { loadCriServices } from '../../src/cri/loader.js';
+import type { Received } from '../../src/cri/messages.js';
 import { grpcCode } from '../../src/cri/status.js';
 import { DeadlineExceededError, InvalidArgumentError, NotFoundError } from '../../src/errors.js';
 import type { ContainerService } from '../../src/container/service.js';
@@ -34,14 +35,13 @@ import type {
   ContainerView,
   ExecSyncResult,
 } from '../../src/container/types.js';
-import type {
-  CreateContainerRequest,
-  WireContainerConfig,
-  WireLinuxContainerResources,
-  WireLinuxContainerSecurityContext,
-  WireMount,
-} from '../../src/cri/wire-container.js';
 import { CriClient } from '../harness/client.js';
+
+type CreateContainerRequest = Received<'CreateContainerRequest'>;
+type WireContainerConfig = Received<'ContainerConfig'>;
+type WireLinuxContainerResources = Received<'LinuxContainerResources'>;
+type WireLinuxContainerSecurityContext = Received<'LinuxContainerSecurityContext'>;
+type WireMount = Received<'Mount'>;
 
 // --- Builders -------------------------------------------------------------------------------------
 
@@ -72,6 +72,7 @@ function wireSecurity(
     },
     privileged: false,
     namespace_options: { network: 'POD', pid: 'CONTAINER', ipc: 'POD', target_id: '', userns_options: null },
+    selinux_options: null,
     run_as_user: { value: '1000' },
     run_as_group: { value: '3000' },
     run_as_username: '',
@@ -141,6 +142,7 @@ function wireConfig(over: Partial<WireContainerConfig> = {}): WireContainerConfi
     stdin_once: false,
     tty: true,
     linux: { resources: wireResources(), security_context: wireSecurity() },
+    windows: null,
     CDI_devices: [],
     stop_signal: 'RUNTIME_DEFAULT',
     ...over,
@@ -148,7 +150,7 @@ function wireConfig(over: Partial<WireContainerConfig> = {}): WireContainerConfi
 }
 
 function request(config: WireContainerConfig | null = wireConfig()): CreateContainerRequest {
-  return { pod_sandbox_id: 'pod1', config };
+  return { pod_sandbox_id: 'pod1', config, sandbox_config: null };
 }
 
 function withSecurity(over: Partial<WireLinuxContainerSecurityContext>): CreateContainerRequest {
@@ -452,7 +454,7 @@ test('seccomp: the deprecated strings and the SecurityProfile message', () => {
     'config.linux.security_context.seccomp.localhost_ref',
   );
   rejects(
-    () => seccomp({ seccomp: { profile_type: '9', localhost_ref: '' } }),
+    () => seccomp({ seccomp: { profile_type: 9, localhost_ref: '' } }),
     'config.linux.security_context.seccomp.profile_type',
   );
 });
@@ -498,7 +500,7 @@ describe('invalid CreateContainer requests name the field', () => {
   const SC = 'config.linux.security_context';
   const R = 'config.linux.resources';
   const cases: [string, CreateContainerRequest][] = [
-    ['pod_sandbox_id', { pod_sandbox_id: '', config: wireConfig() }],
+    ['pod_sandbox_id', { pod_sandbox_id: '', config: wireConfig(), sandbox_config: null }],
     ['config', request(null)],
     ['config.metadata', request(wireConfig({ metadata: null }))],
     ['config.metadata.name', request(wireConfig({ metadata: { name: '', attempt: 0 } }))],
@@ -517,7 +519,7 @@ describe('invalid CreateContainer requests name the field', () => {
     ['config.mounts[0].host_path', request(wireConfig({ mounts: [wireMount({ host_path: '' })] }))],
     ['config.mounts[0].host_path', request(wireConfig({ mounts: [wireMount({ host_path: 'rel/dir' })] }))],
     ['config.mounts[0].host_path', request(wireConfig({ mounts: [wireMount({ host_path: '/a/../etc' })] }))],
-    ['config.mounts[0].propagation', request(wireConfig({ mounts: [wireMount({ propagation: '7' })] }))],
+    ['config.mounts[0].propagation', request(wireConfig({ mounts: [wireMount({ propagation: 7 })] }))],
     [
       'config.mounts[0].recursive_read_only',
       request(wireConfig({ mounts: [wireMount({ recursive_read_only: true, readonly: false })] })),
@@ -626,7 +628,7 @@ describe('invalid CreateContainer requests name the field', () => {
     [
       `${SC}.namespace_options.ipc`,
       withSecurity({
-        namespace_options: { network: 'POD', pid: 'POD', ipc: '12', target_id: '', userns_options: null },
+        namespace_options: { network: 'POD', pid: 'POD', ipc: 12, target_id: '', userns_options: null },
       }),
     ],
     [
@@ -676,7 +678,7 @@ test('ListContainers filter: empty fields are omitted, state is checked', () => 
     { state: 'CONTAINER_CREATED' },
   );
   rejects(
-    () => toListFilter({ filter: { id: '', state: { state: '9' }, pod_sandbox_id: '', label_selector: {} } }),
+    () => toListFilter({ filter: { id: '', state: { state: 9 }, pod_sandbox_id: '', label_selector: {} } }),
     'filter.state.state',
   );
   assert.deepEqual(toStatsFilter({ filter: { id: '', pod_sandbox_id: 'pod1', label_selector: {} } }), {
@@ -866,59 +868,59 @@ function fakeService(exec: Partial<ExecSyncResult> = {}) {
   return { calls, service: fake as unknown as ContainerService };
 }
 
-type Handler = (req: unknown) => Promise<unknown>;
-
-function handler(service: ContainerService, rpc: string): Handler {
-  const h = containerHandlers(service)[rpc] as unknown as
-    ((req: unknown, ctx: { signal: AbortSignal }) => Promise<unknown>) | undefined;
-  assert.ok(h, rpc);
-  return (req) => h(req, { signal: new AbortController().signal });
+/** Calls a handler as the edge would, outside gRPC, so the typed error itself is seen. */
+function invoke<Req, Res>(handler: UnaryHandler<Req, Res>, req: Req): Promise<Res> {
+  return handler(req, { signal: new AbortController().signal });
 }
 
 test('StopContainer: the int64 timeout becomes seconds; negative means now', async () => {
   const { calls, service } = fakeService();
-  await handler(service, 'StopContainer')({ container_id: 'c0', timeout: '30' });
-  await handler(service, 'StopContainer')({ container_id: 'c0', timeout: '-5' });
+  const stop = containerHandlers(service).StopContainer;
+  await invoke(stop, { container_id: 'c0', timeout: '30' });
+  await invoke(stop, { container_id: 'c0', timeout: '-5' });
   assert.deepEqual(calls.stop, [
     { id: 'c0', timeout: 30 },
     { id: 'c0', timeout: 0 },
   ]);
-  await assert.rejects(
-    handler(service, 'StopContainer')({ container_id: '', timeout: '1' }),
-    InvalidArgumentError,
-  );
+  await assert.rejects(invoke(stop, { container_id: '', timeout: '1' }), InvalidArgumentError);
 });
 
 test('ExecSync: cmd is required; a timed-out command is DEADLINE_EXCEEDED', async () => {
   const { service } = fakeService({ timedOut: true });
-  const exec = handler(service, 'ExecSync');
-  await assert.rejects(exec({ container_id: 'c0', cmd: [], timeout: '0' }), (err: unknown) => {
+  const exec = containerHandlers(service).ExecSync;
+  await assert.rejects(invoke(exec, { container_id: 'c0', cmd: [], timeout: '0' }), (err: unknown) => {
     assert.ok(err instanceof InvalidArgumentError);
     assert.equal(err.field, 'cmd');
     return true;
   });
-  await assert.rejects(exec({ container_id: 'c0', cmd: ['sleep', '9'], timeout: '1' }), (err: unknown) => {
-    assert.ok(err instanceof DeadlineExceededError);
-    assert.equal(grpcCode(err), status.DEADLINE_EXCEEDED);
-    assert.match(err.message, /timeout 1s exceeded/);
-    return true;
-  });
+  await assert.rejects(
+    invoke(exec, { container_id: 'c0', cmd: ['sleep', '9'], timeout: '1' }),
+    (err: unknown) => {
+      assert.ok(err instanceof DeadlineExceededError);
+      assert.equal(grpcCode(err), status.DEADLINE_EXCEEDED);
+      assert.match(err.message, /timeout 1s exceeded/);
+      return true;
+    },
+  );
 });
 
 test('UpdateContainerResources: linux resources are validated like CreateContainer', async () => {
   const { calls, service } = fakeService();
-  const update = handler(service, 'UpdateContainerResources');
-  await update({ container_id: 'c0', linux: wireResources(), windows: null, annotations: {} });
+  const update = containerHandlers(service).UpdateContainerResources;
+  const request = (linux: WireLinuxContainerResources | null) => ({
+    container_id: 'c0',
+    linux,
+    windows: null,
+    annotations: {},
+  });
+  await invoke(update, request(wireResources()));
   assert.deepEqual(calls.update, [{ id: 'c0', resources: RESOURCES }]);
-  await assert.rejects(
-    update({ container_id: 'c0', linux: wireResources({ oom_score_adj: '2000' }) }),
-    (err) => {
-      assert.ok(err instanceof InvalidArgumentError);
-      assert.equal(err.field, 'linux.oom_score_adj');
-      return true;
-    },
-  );
-  await assert.rejects(update({ container_id: 'c0', linux: null }), InvalidArgumentError);
+  await assert.rejects(invoke(update, request(wireResources({ oom_score_adj: '2000' }))), (err) => {
+    assert.ok(err instanceof InvalidArgumentError);
+    assert.equal(err.field, 'linux.oom_score_adj');
+    return true;
+  });
+  await assert.rejects(invoke(update, request(null)), InvalidArgumentError);
 });
 
 // --- Over gRPC ------------------------------------------------------------------------------------
@@ -932,12 +934,19 @@ describe('over gRPC on a unix socket', () => {
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'berth-cri-container-'));
     const socket = join(dir, 'cri.sock');
-    const runtime = loadCriServices().runtime;
+    const edge = new RpcEdge(pino({ level: 'silent' }));
+    const rpcs = containerHandlers(fake.service);
     server = new Server();
-    server.addService(
-      runtime,
-      implement(runtime, 'RuntimeService', containerHandlers(fake.service), pino({ level: 'silent' })),
-    );
+    server.addService(loadCriServices().runtime, {
+      CreateContainer: edge.unary(rpcs.CreateContainer),
+      ExecSync: edge.unary(rpcs.ExecSync),
+      ContainerStatus: edge.unary(rpcs.ContainerStatus),
+      ListContainers: edge.unary(rpcs.ListContainers),
+      ListContainerStats: edge.unary(rpcs.ListContainerStats),
+      ContainerStats: edge.unary(rpcs.ContainerStats),
+      CheckpointContainer: edge.unimplemented(),
+      Exec: edge.unimplemented(),
+    });
     await new Promise<void>((resolve, reject) =>
       server?.bindAsync(`unix://${socket}`, ServerCredentials.createInsecure(), (err) =>
         err ? reject(err) : resolve(),

@@ -3,7 +3,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { toSandboxSpec } from '../../src/cri/sandbox.js';
-import type { RunPodSandboxRequest, WirePodSandboxConfig } from '../../src/cri/wire.js';
+import type { Received } from '../../src/cri/messages.js';
+import type { NamespaceMode } from '../../src/sandbox/types.js';
+
+type RunPodSandboxRequest = Received<'RunPodSandboxRequest'>;
+type WirePodSandboxConfig = Received<'PodSandboxConfig'>;
 
 function request(over: Partial<WirePodSandboxConfig> = {}): RunPodSandboxRequest {
   return {
@@ -17,6 +21,7 @@ function request(over: Partial<WirePodSandboxConfig> = {}): RunPodSandboxRequest
       labels: {},
       annotations: {},
       linux: null,
+      windows: null,
       ...over,
     },
   };
@@ -63,7 +68,13 @@ describe('RunPodSandbox fields that reach files', () => {
 
   it('refuses control characters in sysctl values', () => {
     const linux = (value: string): Partial<WirePodSandboxConfig> => ({
-      linux: { cgroup_parent: '', security_context: null, sysctls: { 'net.ipv4.ip_forward': value } },
+      linux: {
+        cgroup_parent: '',
+        security_context: null,
+        sysctls: { 'net.ipv4.ip_forward': value },
+        overhead: null,
+        resources: null,
+      },
     });
     assert.deepEqual(toSandboxSpec(request(linux('1'))).sysctls, { 'net.ipv4.ip_forward': '1' });
     refuses(request(linux('1\nkernel.sysrq=1')), 'config.linux.sysctls["net.ipv4.ip_forward"]');
@@ -95,19 +106,30 @@ describe('RunPodSandbox labels and annotations', () => {
 });
 
 describe('RunPodSandbox sysctls', () => {
-  const withSysctls = (sysctls: Record<string, string>, network = 'POD', ipc = 'POD'): RunPodSandboxRequest =>
+  const withSysctls = (
+    sysctls: Record<string, string>,
+    network: NamespaceMode = 'POD',
+    ipc: NamespaceMode = 'POD',
+  ): RunPodSandboxRequest =>
     request({
       linux: {
         cgroup_parent: '',
         sysctls,
         security_context: {
-          namespace_options: { network, pid: 'CONTAINER', ipc, target_id: '' },
+          namespace_options: { network, pid: 'CONTAINER', ipc, target_id: '', userns_options: null },
+          selinux_options: null,
           run_as_user: null,
           run_as_group: null,
           readonly_rootfs: false,
           supplemental_groups: [],
           privileged: false,
+          seccomp_profile_path: '',
+          seccomp: null,
+          apparmor: null,
+          supplemental_groups_policy: 'Merge',
         },
+        overhead: null,
+        resources: null,
       },
     });
 

@@ -21,7 +21,8 @@ import {
   type ImageRecord,
 } from '../../src/imagestore/index.js';
 import { SANDBOX_COLUMNS, toRecord } from '../../src/store/sandbox-record.js';
-import { Store, type SandboxRow } from '../../src/store/index.js';
+import { Store } from '../../src/store/index.js';
+import { sandboxRow } from '../harness/records.js';
 
 function digestOf(text: string): string {
   return sha256Digest(Buffer.from(text));
@@ -536,28 +537,16 @@ describe('migration 2', () => {
 
   it('adds the image tables to a version 1 database and keeps its sandboxes', () => {
     const path = join(dir, 'berth.db');
-    const row: SandboxRow = {
+    const row = sandboxRow({
       id: 'a1b2c3d4e5f6',
-      name: 'nginx',
-      namespace: 'default',
-      uid: 'uid-1',
-      attempt: 0,
       state: 'READY',
       step: 'ready',
-      configJson: '{}',
-      runtimeHandler: '',
-      hostNetwork: false,
-      netnsPath: '/var/run/netns/x',
       networkState: 'READY',
-      cniConfigJson: null,
       cniResultJson: '{"ips":[]}',
       ip: '10.88.0.2',
       additionalIps: ['fd00::2'],
-      createdAt: '1763793600123456789',
       pid: 4242,
-      cgroupParent: '/kubepods',
-      sandboxDir: '/var/lib/berth/sandboxes/a1b2c3d4e5f6',
-    };
+    });
     const v1 = new Database(path);
     migrate(v1, migrations.slice(0, 1));
     const columns = SANDBOX_COLUMNS.join(', ');

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '../../src/log.js';
 import { ExitWatcher, OOM_MARKER, type ExitRecord } from '../../src/monitor/exits.js';
-import { parseCriLogLine } from '../../src/monitor/logs.js';
+import { parseCriLogLine } from '../harness/cri-log.js';
 
 const logger = createLogger('silent');
 const dirs: string[] = [];

@@ -20,8 +20,8 @@ import {
   type ContainerSpecInput,
 } from '../../src/oci/container.js';
 import { deviceFromPath, hostDevices, splitDev } from '../../src/oci/devices.js';
-import { mountContaining, propagationSatisfied, resolveMounts } from '../../src/oci/mounts.js';
-import { parseMountInfo, type MountInfoEntry } from '../../src/netns/mountinfo.js';
+import { propagationSatisfied, resolveMounts } from '../../src/oci/mounts.js';
+import { mountContaining, parseMountInfo, type MountInfoEntry } from '../../src/mounts/mountinfo.js';
 import { DEFAULT_CAPABILITIES, DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS } from '../../src/oci/infra.js';
 import type { Mount } from '../../src/oci/spec.js';
 import { containerSecurity, containerSpec, sandboxSpec } from '../harness/container-spec.js';

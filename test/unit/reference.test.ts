@@ -9,7 +9,7 @@ import {
   repoDigest,
   repoTag,
   type ImageReference,
-} from '../../src/image/reference.js';
+} from '../../src/registry/reference.js';
 
 const HEX = 'dbcc1c35ac38df41fd2f5e4130b32ffdb93ebae8b3dbe638c23575912276fc9c';
 const DIGEST = `sha256:${HEX}`;

@@ -13,8 +13,8 @@ import { join } from 'node:path';
 import { text } from 'node:stream/consumers';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { run } from '../../src/exec.js';
-import { parseReference } from '../../src/image/reference.js';
-import { MEDIA_TYPES, type Descriptor } from '../../src/image/types.js';
+import { parseReference } from '../../src/registry/reference.js';
+import { MEDIA_TYPES, type Descriptor } from '../../src/registry/manifest.js';
 import { basicHeader } from '../../src/registry/auth.js';
 import { RegistryClient } from '../../src/registry/client.js';
 import {

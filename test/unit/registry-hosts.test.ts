@@ -3,7 +3,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { ConfigError } from '../../src/config/load.js';
+import { ConfigError } from '../../src/config/error.js';
 import {
   defaultRegistryHosts,
   endpointsFor,

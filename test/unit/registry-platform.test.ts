@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { Descriptor, ImageIndex, Platform } from '../../src/image/types.js';
+import type { Descriptor, ImageIndex, Platform } from '../../src/registry/manifest.js';
 import { PlatformNotFoundError } from '../../src/registry/errors.js';
 import {
   formatPlatform,

@@ -8,66 +8,13 @@ import { afterEach, beforeEach, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 
 import { AlreadyExistsError, NotFoundError } from '../../src/errors.js';
-import { Store, type ContainerPatch, type ContainerRow, type SandboxRow } from '../../src/store/index.js';
+import { Store, type ContainerPatch, type ContainerRow } from '../../src/store/index.js';
 import { SANDBOX_COLUMNS, toRecord } from '../../src/store/sandbox-record.js';
 import { migrate } from '../../state/migrate.js';
 import { migrations } from '../../state/migrations.js';
+import { IMAGE_ID as IMAGE_A, containerRow as container, sandboxRow as sandbox } from '../harness/records.js';
 
-const IMAGE_A = `sha256:${'a'.repeat(64)}`;
 const IMAGE_B = `sha256:${'b'.repeat(64)}`;
-
-function sandbox(overrides: Partial<SandboxRow> = {}): SandboxRow {
-  return {
-    id: 'pod1',
-    name: 'nginx',
-    namespace: 'default',
-    uid: 'uid-1',
-    attempt: 0,
-    state: 'READY',
-    step: 'done',
-    configJson: '{}',
-    runtimeHandler: '',
-    hostNetwork: false,
-    netnsPath: '/var/run/netns/berth-pod1',
-    networkState: 'READY',
-    cniConfigJson: null,
-    cniResultJson: null,
-    ip: '10.88.0.2',
-    additionalIps: [],
-    createdAt: '1763793600000000000',
-    pid: 100,
-    cgroupParent: '/kubepods/besteffort/poduid-1',
-    sandboxDir: '/var/lib/berth/sandboxes/pod1',
-    ...overrides,
-  };
-}
-
-function container(overrides: Partial<ContainerRow> = {}): ContainerRow {
-  return {
-    id: 'c0ffee01',
-    sandboxId: 'pod1',
-    name: 'web',
-    attempt: 0,
-    state: 'CREATING',
-    step: 'make-rootfs',
-    configJson: JSON.stringify({ metadata: { name: 'web', attempt: 0 }, command: ['/bin/sh'] }),
-    imageName: 'docker.io/library/busybox:latest',
-    imageId: IMAGE_A,
-    createdAt: '1763793600123456789',
-    startedAt: '0',
-    finishedAt: '0',
-    exitCode: 0,
-    reason: '',
-    message: '',
-    pid: 0,
-    monitorPid: 0,
-    logPath: '/var/log/pods/default_nginx_uid-1/web/0.log',
-    bundleDir: '/run/berth/containers/c0ffee01',
-    cgroupsPath: '/kubepods/besteffort/poduid-1/c0ffee01',
-    userJson: JSON.stringify({ uid: 0, gid: 0, additionalGids: [10] }),
-    ...overrides,
-  };
-}
 
 function isForeignKeyError(err: unknown): boolean {
   return err instanceof Database.SqliteError && err.code === 'SQLITE_CONSTRAINT_FOREIGNKEY';

@@ -9,31 +9,11 @@ import Database from 'better-sqlite3';
 import { AlreadyExistsError, NotFoundError } from '../../src/errors.js';
 import { migrations } from '../../state/migrations.js';
 import { SchemaTooNewError, Store, type SandboxPatch, type SandboxRow } from '../../src/store/index.js';
+import { sandboxRow } from '../harness/records.js';
 
+/** This file's sandbox has an id of the daemon's form (hex). */
 function sandbox(overrides: Partial<SandboxRow> = {}): SandboxRow {
-  return {
-    id: 'a1b2c3d4e5f6',
-    name: 'nginx',
-    namespace: 'default',
-    uid: '6f1c9a40-uid',
-    attempt: 0,
-    state: 'CREATING',
-    step: 'create-netns',
-    configJson: JSON.stringify({ metadata: { name: 'nginx', namespace: 'default' } }),
-    runtimeHandler: '',
-    hostNetwork: false,
-    netnsPath: '/var/run/netns/berth-a1b2c3d4e5f6',
-    networkState: 'NONE',
-    cniConfigJson: null,
-    cniResultJson: null,
-    ip: '',
-    additionalIps: [],
-    createdAt: '1763793600123456789',
-    pid: 0,
-    cgroupParent: '/kubepods/besteffort/pod6f1c9a40',
-    sandboxDir: '/var/lib/berth/sandboxes/a1b2c3d4e5f6',
-    ...overrides,
-  };
+  return sandboxRow({ id: 'a1b2c3d4e5f6', ...overrides });
 }
 
 describe('Store sandboxes', () => {

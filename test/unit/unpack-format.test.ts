@@ -1,7 +1,7 @@
 /** Pure parts of the unpacker: compression detection, path safety, whiteout names, pax records. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { MEDIA_TYPES } from '../../src/image/types.js';
+import { MEDIA_TYPES } from '../../src/registry/manifest.js';
 import { detectCompression } from '../../src/unpack/detect.js';
 import { UnpackError } from '../../src/unpack/errors.js';
 import { entryComponents } from '../../src/unpack/safety.js';

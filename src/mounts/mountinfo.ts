@@ -1,3 +1,4 @@
+/** The kernel's mount table (/proc/self/mountinfo): parsing it, and finding a path's mount in it. */
 import { readFile, realpath } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 
@@ -10,6 +11,8 @@ export interface MountInfoEntry {
   optionalFields: string[];
   fsType: string;
 }
+
+const SELF_MOUNT_INFO = '/proc/self/mountinfo';
 
 /** The kernel escapes space, tab, newline and backslash in paths as three octal digits (`\040`). */
 export function unescapeMountPath(field: string): string {
@@ -33,8 +36,9 @@ export function parseMountInfo(text: string): MountInfoEntry[] {
   return entries;
 }
 
-export async function readMountInfo(): Promise<MountInfoEntry[]> {
-  return parseMountInfo(await readFile('/proc/self/mountinfo', 'utf8'));
+/** `path` lets a test hand in a table of its own. */
+export async function readMountInfo(path = SELF_MOUNT_INFO): Promise<MountInfoEntry[]> {
+  return parseMountInfo(await readFile(path, 'utf8'));
 }
 
 /**
@@ -55,4 +59,16 @@ export function topMount(entries: readonly MountInfoEntry[], mountPoint: string)
   let top: MountInfoEntry | undefined;
   for (const e of entries) if (e.mountPoint === mountPoint) top = e;
   return top;
+}
+
+/** The mount `path` (a real path) lives on: the longest mount point prefix, topmost when stacked. */
+export function mountContaining(table: readonly MountInfoEntry[], path: string): MountInfoEntry | undefined {
+  let best: MountInfoEntry | undefined;
+  for (const e of table) {
+    const mp = e.mountPoint;
+    const contains = mp === '/' || path === mp || path.startsWith(`${mp}/`);
+    // Later lines stack over earlier ones on the same mount point, so >= keeps the topmost.
+    if (contains && (!best || mp.length >= best.mountPoint.length)) best = e;
+  }
+  return best;
 }

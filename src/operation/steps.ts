@@ -1,5 +1,3 @@
-import { writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { StepError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { UndoStack } from './undo.js';
@@ -54,20 +52,4 @@ export async function allSettledOrThrow(tasks: Array<Promise<unknown>>): Promise
   const results = await Promise.allSettled(tasks);
   const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failure) throw failure.reason;
-}
-
-/**
- * Test-only: an operation stops before acting on the step named by the daemon's pause hook, after
- * its journal entry and undo are recorded, and waits forever, so a test can kill -9 the daemon
- * there. The marker file tells the test it has arrived.
- */
-export async function pauseIfAsked(
-  hook: { pauseBeforeStep?: string | undefined; stateDir: string; operation: string },
-  step: string,
-  log: Logger,
-): Promise<void> {
-  if (hook.pauseBeforeStep !== step) return;
-  log.warn({ step }, `test hook: pausing ${hook.operation}`);
-  await writeFile(join(hook.stateDir, `test-paused-${step}`), String(process.pid));
-  await new Promise<never>(() => undefined);
 }

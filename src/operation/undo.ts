@@ -8,8 +8,8 @@ interface UndoEntry {
 
 /**
  * Cleanups registered before each step acts, run in reverse when a later step fails, so a failed
- * RunPodSandbox undoes exactly what it did. Undo failures are logged, never thrown: the caller's
- * error (the step that failed) is the one the client must see.
+ * operation (RunPodSandbox, CreateContainer) undoes exactly what it did. Undo failures are logged,
+ * never thrown: the caller's error (the step that failed) is the one the client must see.
  */
 export class UndoStack {
   private entries: UndoEntry[] = [];

@@ -1,6 +1,6 @@
 /**
- * Serialises operations per key (a sandbox id, or a pod's metadata) while letting different pods
- * proceed concurrently: kubelet may send Stop and Remove for one pod at the same time.
+ * Serialises operations per key (a sandbox id, a pod's metadata, a container id) while letting
+ * different keys proceed concurrently: kubelet may send Stop and Remove for one pod at the same time.
  */
 export class KeyedLock {
   private tails = new Map<string, Promise<void>>();

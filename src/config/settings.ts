@@ -1,0 +1,262 @@
+/**
+ * Every setting of berthd, declared once: its field in BerthConfig, its key in the config file, its
+ * flag, its default, its help and the kind of value it takes (which checks it). The BerthConfig type,
+ * flag and file parsing, --help, the sample config/berth.toml and the README's table all come from
+ * this table.
+ */
+import {
+  absolutePath,
+  choice,
+  directoryList,
+  duration,
+  listenAddress,
+  program,
+  socketPath,
+  type ValueKind,
+} from './values.js';
+
+export interface Flag {
+  name: string;
+  /** Placeholder for the value in --help and the README. */
+  arg: string;
+}
+
+export interface Setting<T> {
+  /** In the config file: "key" at the top level, or "table.key". */
+  key: string;
+  flag?: Flag;
+  kind: ValueKind<T>;
+  default: NoInfer<T>;
+  /** What the setting is, in one line, for --help and the sample config. */
+  help: string;
+  /** Said in the sample config only, after the help. */
+  details?: string;
+  /** Shown commented out in the sample config, for a setting that is unset by default. */
+  example?: NoInfer<T>;
+}
+
+/** Infers a setting's value type from its kind, and checks its default and example against it. */
+function setting<T>(declared: Setting<T>): Setting<T> {
+  return declared;
+}
+
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+const CGROUP_DRIVERS = ['cgroupfs', 'systemd'] as const;
+
+/** In the order of --help, the sample config and the README. Top-level keys come first, as TOML needs. */
+const DECLARED = {
+  socket: setting({
+    key: 'socket',
+    flag: { name: '--socket', arg: 'PATH' },
+    kind: socketPath,
+    default: '/run/berth/berth.sock',
+    help: 'CRI unix socket: a path or unix:///path',
+    details: 'Point crictl and the kubelet here.',
+  }),
+  rootDir: setting({
+    key: 'root',
+    flag: { name: '--root', arg: 'DIR' },
+    kind: absolutePath,
+    default: '/var/lib/berth',
+    help: 'Persistent state: SQLite database, sandbox dirs, infra rootfs',
+  }),
+  stateDir: setting({
+    key: 'state',
+    flag: { name: '--state', arg: 'DIR' },
+    kind: absolutePath,
+    default: '/run/berth',
+    help: 'Volatile state (tmpfs): runc state, boot marker; emptied by a reboot',
+    details: 'Must differ from root.',
+  }),
+  logLevel: setting({
+    key: 'log_level',
+    flag: { name: '--log-level', arg: 'LEVEL' },
+    kind: choice(LOG_LEVELS),
+    default: 'info',
+    help: `Log level: ${LOG_LEVELS.join(', ')}`,
+    details: 'Logs are JSON lines on stderr.',
+  }),
+  cgroupDriver: setting({
+    key: 'cgroup_driver',
+    flag: { name: '--cgroup-driver', arg: 'DRIVER' },
+    kind: choice(CGROUP_DRIVERS),
+    default: 'cgroupfs',
+    help: `Cgroup driver: ${CGROUP_DRIVERS.join(' or ')}; systemd only on a host running systemd`,
+    details: "Match the kubelet's setting.",
+  }),
+  cniConfDir: setting({
+    key: 'cni.conf_dir',
+    flag: { name: '--cni-conf-dir', arg: 'DIR' },
+    kind: absolutePath,
+    default: '/etc/cni/net.d',
+    help: 'CNI network configs (.conflist, .conf, .json)',
+    details: 'The first valid one in name order is used.',
+  }),
+  cniBinDirs: setting({
+    key: 'cni.bin_dirs',
+    flag: { name: '--cni-bin-dir', arg: 'DIR' },
+    kind: directoryList,
+    default: ['/opt/cni/bin', '/usr/lib/cni'],
+    help: 'CNI plugin dirs, searched in order; the flag is repeatable or comma-separated',
+  }),
+  cniTimeoutMs: setting({
+    key: 'cni.timeout',
+    kind: duration(1),
+    default: 30_000,
+    help: 'Deadline for each CNI plugin call',
+  }),
+  netnsDir: setting({
+    key: 'netns.dir',
+    flag: { name: '--netns-dir', arg: 'DIR' },
+    kind: absolutePath,
+    default: '/var/run/netns',
+    help: 'Where pod network namespaces are pinned',
+  }),
+  registryConfig: setting({
+    key: 'image.registry_config',
+    flag: { name: '--registry-config', arg: 'PATH' },
+    kind: absolutePath,
+    default: '/etc/berth/registries.toml',
+    help: 'Registry mirrors, insecure hosts and credentials (TOML; a missing file is fine)',
+    details:
+      'See config/registries.toml. Without the file every registry is reached directly, localhost over plain HTTP.',
+  }),
+  registryTimeoutMs: setting({
+    key: 'image.registry_timeout',
+    kind: duration(1),
+    default: 60_000,
+    help: 'Deadline for a registry request to answer; also the longest a download may stall',
+  }),
+  runtime: setting({
+    key: 'runtime.path',
+    flag: { name: '--runtime', arg: 'PATH' },
+    kind: program,
+    default: 'runc',
+    help: 'OCI runtime: an absolute path or a name looked up in PATH',
+  }),
+  monitor: setting({
+    key: 'runtime.monitor',
+    flag: { name: '--monitor', arg: 'PATH' },
+    kind: program,
+    default: 'conmon',
+    help: 'Container monitor (conmon): an absolute path or a name looked up in PATH',
+    details: "It holds each container's stdio, writes its CRI log and exit code, and outlives berthd.",
+  }),
+  runtimeTimeoutMs: setting({
+    key: 'runtime.timeout',
+    kind: duration(1),
+    default: 30_000,
+    help: 'Deadline for each runtime call',
+  }),
+  stopGraceMs: setting({
+    key: 'pod.stop_grace_period',
+    kind: duration(0),
+    default: 10_000,
+    help: "Time between SIGTERM and SIGKILL when stopping a pod's infra process",
+  }),
+  streamingAddress: setting({
+    key: 'streaming.address',
+    flag: { name: '--streaming-address', arg: 'HOST:PORT' },
+    kind: listenAddress,
+    default: '127.0.0.1:0',
+    help: 'Exec, attach and port-forward server; port 0 picks a free one',
+    details:
+      'The URLs that Exec, Attach and PortForward answer point here; kubelet proxies them. The port is logged at start-up.',
+  }),
+  streamingIdleTimeoutMs: setting({
+    key: 'streaming.idle_timeout',
+    flag: { name: '--streaming-idle-timeout', arg: 'DURATION' },
+    kind: duration(0),
+    // containerd's stream_idle_timeout.
+    default: 4 * 3_600_000,
+    help: 'Close a stream with no traffic either way after this; 0s for never',
+  }),
+  streamingTlsCert: setting({
+    key: 'streaming.tls_cert',
+    flag: { name: '--streaming-tls-cert', arg: 'PATH' },
+    kind: absolutePath,
+    default: '',
+    example: '/etc/berth/streaming.crt',
+    help: 'PEM certificate: serve streams over HTTPS (with the key)',
+    details: 'Set both the certificate and the key, or neither for plain HTTP.',
+  }),
+  streamingTlsKey: setting({
+    key: 'streaming.tls_key',
+    flag: { name: '--streaming-tls-key', arg: 'PATH' },
+    kind: absolutePath,
+    default: '',
+    example: '/etc/berth/streaming.key',
+    help: 'PEM private key of the streaming certificate',
+  }),
+};
+
+type ValueOf<S> = S extends Setting<infer T> ? T : never;
+
+/** The daemon's whole configuration, after defaults, config file and flags are merged and checked. */
+export type BerthConfig = { [F in keyof typeof DECLARED]: ValueOf<(typeof DECLARED)[F]> };
+export type Field = keyof BerthConfig;
+
+/**
+ * The same table, typed so that code generic over a field keeps the field and its value type
+ * linked (`SETTINGS[field].kind` reads a `BerthConfig[field]`).
+ */
+export const SETTINGS: { readonly [F in Field]: Setting<BerthConfig[F]> } = DECLARED;
+
+function isField(name: string): name is Field {
+  return Object.hasOwn(SETTINGS, name);
+}
+
+/** In declaration order. */
+export const FIELDS: readonly Field[] = Object.keys(SETTINGS).filter(isField);
+
+/** The flag naming the config file: a flag only, as the file cannot name itself. */
+export const CONFIG_FILE: { flag: Flag; default: string; help: string } = {
+  flag: { name: '--config', arg: 'PATH' },
+  default: '/etc/berth/berth.toml',
+  help: 'TOML config file; a missing default file is fine',
+};
+
+/**
+ * The config file's layout: each table ('' for the top level, which comes first as TOML needs) to
+ * its keys and their fields, in declaration order.
+ */
+export const TOML_LAYOUT: ReadonlyMap<string, ReadonlyMap<string, Field>> = (() => {
+  const layout = new Map<string, Map<string, Field>>([['', new Map()]]);
+  for (const field of FIELDS) {
+    const key = SETTINGS[field].key;
+    const dot = key.indexOf('.');
+    const table = dot === -1 ? '' : key.slice(0, dot);
+    const keys = layout.get(table) ?? new Map<string, Field>();
+    layout.set(table, keys.set(key.slice(dot + 1), field));
+  }
+  return layout;
+})();
+
+/** A setting's default as text. */
+export interface DefaultText {
+  /** As --help and the README show it; '' when the setting is unset by default. */
+  shown: string;
+  /** The TOML literal of the default, or of the example when it is unset. */
+  toml: string;
+}
+
+export function defaultText<F extends Field>(field: F): DefaultText {
+  const { kind, default: value, example } = SETTINGS[field];
+  return { shown: kind.show(value), toml: kind.toToml(example ?? value) };
+}
+
+/** A fresh copy of the built-in defaults: callers may change it. */
+export function defaultConfig(): BerthConfig {
+  const config: Partial<BerthConfig> = {};
+  for (const field of FIELDS) copyDefault(config, field);
+  if (!isComplete(config)) throw new Error('a setting of the table has no default');
+  return config;
+}
+
+function copyDefault<F extends Field>(config: Partial<BerthConfig>, field: F): void {
+  config[field] = structuredClone(SETTINGS[field].default);
+}
+
+function isComplete(config: Partial<BerthConfig>): config is BerthConfig {
+  return FIELDS.every((field) => config[field] !== undefined);
+}

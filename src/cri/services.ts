@@ -1,0 +1,88 @@
+/**
+ * Every rpc of the two CRI services and what serves it, typed by the interfaces generated from
+ * proto/: an rpc missing here, misspelled, or given a handler of another request type does not
+ * compile. Serving one that answers UNIMPLEMENTED today is a change of its line.
+ */
+import type { BerthConfig } from '../config/types.js';
+import type { ContainerService } from '../container/service.js';
+import type { ImageService } from '../image/service.js';
+import type { SandboxService } from '../sandbox/service.js';
+import { containerHandlers } from './container.js';
+import type { ImageServiceHandlers } from './generated/runtime/v1/ImageService.js';
+import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
+import type { RpcEdge } from './handler.js';
+import { imageHandlers } from './image.js';
+import { runtimeHandlers } from './runtime.js';
+import { sandboxHandlers } from './sandbox.js';
+import { streamingHandlers, type StreamUrls } from './streaming.js';
+
+export interface CriDomains {
+  sandboxes: SandboxService;
+  images: ImageService;
+  containers: ContainerService;
+  streams: StreamUrls;
+}
+
+export function runtimeService(
+  config: BerthConfig,
+  domains: CriDomains,
+  edge: RpcEdge,
+): RuntimeServiceHandlers {
+  const runtime = runtimeHandlers(config, domains.sandboxes);
+  const sandbox = sandboxHandlers(domains.sandboxes);
+  const container = containerHandlers(domains.containers);
+  const streaming = streamingHandlers(domains.containers, domains.sandboxes, domains.streams);
+  return {
+    Version: edge.unary(runtime.Version),
+    Status: edge.unary(runtime.Status),
+    RuntimeConfig: edge.unary(runtime.RuntimeConfig),
+    UpdateRuntimeConfig: edge.unimplemented(),
+
+    RunPodSandbox: edge.unary(sandbox.RunPodSandbox),
+    StopPodSandbox: edge.unary(sandbox.StopPodSandbox),
+    RemovePodSandbox: edge.unary(sandbox.RemovePodSandbox),
+    PodSandboxStatus: edge.unary(sandbox.PodSandboxStatus),
+    ListPodSandbox: edge.unary(sandbox.ListPodSandbox),
+    StreamPodSandboxes: edge.unimplementedStream(),
+    UpdatePodSandboxResources: edge.unimplemented(),
+
+    CreateContainer: edge.unary(container.CreateContainer),
+    StartContainer: edge.unary(container.StartContainer),
+    StopContainer: edge.unary(container.StopContainer),
+    RemoveContainer: edge.unary(container.RemoveContainer),
+    ListContainers: edge.unary(container.ListContainers),
+    StreamContainers: edge.unimplementedStream(),
+    ContainerStatus: edge.unary(container.ContainerStatus),
+    UpdateContainerResources: edge.unary(container.UpdateContainerResources),
+    ReopenContainerLog: edge.unary(container.ReopenContainerLog),
+    CheckpointContainer: edge.unimplemented(),
+    GetContainerEvents: edge.unimplementedStream(),
+
+    ExecSync: edge.unary(container.ExecSync),
+    Exec: edge.unary(streaming.Exec),
+    Attach: edge.unary(streaming.Attach),
+    PortForward: edge.unary(streaming.PortForward),
+
+    ContainerStats: edge.unary(container.ContainerStats),
+    ListContainerStats: edge.unary(container.ListContainerStats),
+    StreamContainerStats: edge.unimplementedStream(),
+    PodSandboxStats: edge.unimplemented(),
+    ListPodSandboxStats: edge.unimplemented(),
+    StreamPodSandboxStats: edge.unimplementedStream(),
+    ListMetricDescriptors: edge.unimplemented(),
+    ListPodSandboxMetrics: edge.unimplemented(),
+    StreamPodSandboxMetrics: edge.unimplementedStream(),
+  };
+}
+
+export function imageService(images: ImageService, edge: RpcEdge): ImageServiceHandlers {
+  const image = imageHandlers(images);
+  return {
+    ListImages: edge.unary(image.ListImages),
+    StreamImages: edge.unimplementedStream(),
+    ImageStatus: edge.unary(image.ImageStatus),
+    PullImage: edge.unary(image.PullImage),
+    RemoveImage: edge.unary(image.RemoveImage),
+    ImageFsInfo: edge.unary(image.ImageFsInfo),
+  };
+}

@@ -1,0 +1,139 @@
+/**
+ * The pod sandbox as berthd keeps it. SandboxSpec is the validated, normalised form of the CRI
+ * PodSandboxConfig (src/cri builds it from a request); it is stored with the sandbox so that later
+ * CreateContainer calls (and restarts) see exactly what the pod was started with.
+ */
+import type { CniAttachment, CniNetworkList, CniResult } from '../cni/index.js';
+import { INITIAL_SANDBOX_STATES, type NetworkState, type SandboxState } from './sandbox-lifecycle.js';
+
+export type NamespaceMode = 'POD' | 'CONTAINER' | 'NODE' | 'TARGET';
+export type Protocol = 'TCP' | 'UDP' | 'SCTP';
+
+export interface PodMetadata {
+  name: string;
+  uid: string;
+  namespace: string;
+  attempt: number;
+}
+
+export interface PortMapping {
+  protocol: Protocol;
+  containerPort: number;
+  hostPort: number;
+  hostIp: string;
+}
+
+export interface DnsConfig {
+  servers: string[];
+  searches: string[];
+  options: string[];
+}
+
+export interface NamespaceOptions {
+  network: NamespaceMode;
+  pid: NamespaceMode;
+  ipc: NamespaceMode;
+  targetId: string;
+}
+
+export interface SandboxSecurity {
+  runAsUser: number | null;
+  runAsGroup: number | null;
+  supplementalGroups: number[];
+  privileged: boolean;
+  readonlyRootfs: boolean;
+}
+
+export interface SandboxSpec {
+  metadata: PodMetadata;
+  hostname: string;
+  logDirectory: string;
+  dnsConfig: DnsConfig | null;
+  portMappings: PortMapping[];
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+  runtimeHandler: string;
+  cgroupParent: string;
+  sysctls: Record<string, string>;
+  namespaces: NamespaceOptions;
+  security: SandboxSecurity;
+}
+
+/** What is stored before the first ADD, so that DEL can run with the same input after any crash. */
+export interface StoredNetworking {
+  attachment: CniAttachment;
+  /** In ADD order: loopback first, then the default network. */
+  networks: CniNetworkList[];
+}
+
+/**
+ * One pod sandbox. Its record is written before RunPodSandbox does anything and so doubles as the
+ * journal that start-up repair reads; its states change only by the transitions of
+ * sandbox-lifecycle.ts.
+ */
+export interface Sandbox {
+  id: string;
+  /** The metadata's key fields, unique together: kubelet's retry of a RunPodSandbox finds the pod by them. */
+  name: string;
+  namespace: string;
+  uid: string;
+  attempt: number;
+  state: SandboxState;
+  /** Name of the last RunPodSandbox step begun; for repair logs after a crash. */
+  step: string;
+  spec: SandboxSpec;
+  runtimeHandler: string;
+  hostNetwork: boolean;
+  /** The SandboxKey: path of the pinned netns file. Null for host-network pods. */
+  netnsPath: string | null;
+  networkState: NetworkState;
+  /** The CNI input of the ADDs, kept so DEL works after a restart; null before networkAdding. */
+  cniConfig: StoredNetworking | null;
+  /** The CNI results of the ADDs (loopback and default network); null before networkUp. */
+  cniResults: CniResult[] | null;
+  ip: string;
+  additionalIps: string[];
+  /** Nanoseconds since the epoch, as a decimal string: int64 ns does not fit a JS number. */
+  createdAt: string;
+  /** Host pid of the infra process, 0 when none is running. */
+  pid: number;
+  cgroupParent: string;
+  /** Per-sandbox directory: OCI bundle, resolv.conf, hostname. */
+  sandboxDir: string;
+}
+
+/** What RunPodSandbox decides before its first step. */
+export interface NewSandbox {
+  id: string;
+  spec: SandboxSpec;
+  hostNetwork: boolean;
+  netnsPath: string | null;
+  sandboxDir: string;
+  createdAt: string;
+}
+
+/** The journal entry RunPodSandbox records before its first step: nothing done yet. */
+export function newSandbox(input: NewSandbox): Sandbox {
+  const { metadata } = input.spec;
+  return {
+    id: input.id,
+    name: metadata.name,
+    namespace: metadata.namespace,
+    uid: metadata.uid,
+    attempt: metadata.attempt,
+    ...INITIAL_SANDBOX_STATES,
+    step: 'reserve',
+    spec: input.spec,
+    runtimeHandler: input.spec.runtimeHandler,
+    hostNetwork: input.hostNetwork,
+    netnsPath: input.netnsPath,
+    cniConfig: null,
+    cniResults: null,
+    ip: '',
+    additionalIps: [],
+    createdAt: input.createdAt,
+    pid: 0,
+    cgroupParent: input.spec.cgroupParent,
+    sandboxDir: input.sandboxDir,
+  };
+}

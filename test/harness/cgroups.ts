@@ -1,0 +1,25 @@
+/** Cgroups tests made for their containers, removed again. */
+import { existsSync } from 'node:fs';
+import { readdir, rmdir } from 'node:fs/promises';
+import { join } from 'node:path';
+
+const CGROUP_ROOT = '/sys/fs/cgroup';
+
+/**
+ * Removes the cgroup `name` at the top of every hierarchy (v1 has one per controller, v2 one in
+ * all), children first. runc removes a container's own cgroup but not the parents a test put it
+ * under; rmdir takes only cgroups no process is in, so a live container's are left alone.
+ */
+export async function removeCgroupTree(name: string): Promise<void> {
+  for (const hierarchy of await readdir(CGROUP_ROOT).catch(() => [] as string[])) {
+    const top = join(CGROUP_ROOT, hierarchy, name);
+    if (existsSync(top)) await removeDirTree(top);
+  }
+}
+
+async function removeDirTree(dir: string): Promise<void> {
+  for (const e of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+    if (e.isDirectory()) await removeDirTree(join(dir, e.name));
+  }
+  await rmdir(dir).catch(() => undefined);
+}

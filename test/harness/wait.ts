@@ -1,0 +1,22 @@
+/** Waiting for something tests cannot be told about, only see: polling until it holds. */
+
+export interface WaitOptions {
+  /** How long between two checks. */
+  pollMs?: number;
+  /** What is awaited, for the error when it does not come. */
+  what?: string;
+}
+
+/** Resolves once `check` holds; rejects when it still does not after `timeoutMs`. */
+export async function waitFor(
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+  { pollMs = 50, what = 'condition' }: WaitOptions = {},
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > deadline) throw new Error(`${what} not met within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, pollMs));
+  }
+}
