@@ -97,7 +97,7 @@ const DECLARED = {
     flag: { name: '--cni-bin-dir', arg: 'DIR' },
     kind: directoryList,
     default: ['/opt/cni/bin', '/usr/lib/cni'],
-    help: 'CNI plugin dirs, searched in order; the flag is repeatable or comma-separated',
+    help: 'CNI plugin dirs, searched in order; the flag is repeatable, comma- or colon-separated',
   }),
   cniTimeoutMs: setting({
     key: 'cni.timeout',

@@ -120,11 +120,11 @@ export function duration(minMs: number): ValueKind<number> {
 
 /**
  * Absolute directories searched in order. The flag may be repeated and each value may list several,
- * comma-separated; together they replace the list.
+ * comma-separated or colon-separated as in CNI_PATH and PATH; together they replace the list.
  */
 export const directoryList: ValueKind<string[]> = {
   fromFlag: (values, where) =>
-    values.all.flatMap((value) => value.split(',').map((part) => parseAbsolutePath(part, where))),
+    values.all.flatMap((value) => value.split(/[,:]/).map((part) => parseAbsolutePath(part, where))),
   fromToml: (value, where) => {
     if (!Array.isArray(value)) {
       throw new ConfigError(`${where}: expected an array of strings, got ${describeTomlValue(value)}`);

@@ -275,6 +275,14 @@ describe('loadConfig flags', () => {
     fails(['--cni-bin-dir', '/a,,/b'], ['--cni-bin-dir', 'empty path']);
   });
 
+  it('take a PATH-style --cni-bin-dir list as several dirs, as CNI_PATH is written', () => {
+    assert.deepEqual(run(['--cni-bin-dir', '/opt/cni/bin:/usr/lib/cni']).cniBinDirs, [
+      '/opt/cni/bin',
+      '/usr/lib/cni',
+    ]);
+    fails(['--cni-bin-dir', '/a::/b'], ['--cni-bin-dir', 'empty path']);
+  });
+
   it('let the last occurrence of a flag win', () => {
     assert.equal(run(['--log-level', 'debug', '--log-level=warn']).logLevel, 'warn');
   });
