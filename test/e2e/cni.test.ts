@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomInt } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, copyFile, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { run } from '../../src/exec.js';
 import {
   Cni,
@@ -17,6 +16,8 @@ import {
   type CniNetworkList,
   type CniResult,
 } from '../../src/cni/index.js';
+import { FIXTURES } from '../harness/daemon.js';
+import { bridgePlugin, leasedIps, unusedPrefix, type TestNetwork } from '../harness/network.js';
 
 /**
  * Real plugins (Debian containernetworking-plugins in /usr/lib/cni) against a throwaway netns,
@@ -24,7 +25,7 @@ import {
  */
 
 const HOST_PLUGINS = '/usr/lib/cni';
-const fixtureDir = join(dirname(fileURLToPath(import.meta.url)), '../../../test/fixtures/cni');
+const fixtureDir = join(FIXTURES, 'cni');
 const isRoot = process.getuid?.() === 0;
 const skip = !isRoot
   ? 'needs root'
@@ -39,43 +40,15 @@ const suffix = randomBytes(3).toString('hex');
 const bridge = `bcni${randomBytes(2).toString('hex')}`;
 const netnsNames = [`berth-cnitest-${suffix}`, `berth-cnitest-${suffix}-f`];
 let root = '';
-let dataDir = '';
 let binDir = '';
-let subnetPrefix = ''; // e.g. "10.209.37."
+let network: TestNetwork;
 let cni: Cni;
 /** DELs still owed if a test dies half way; after() runs them best-effort. */
 const pendingDel: Array<{ net: CniNetworkList; at: CniAttachment }> = [];
 
-async function pickFreeSubnet(): Promise<string> {
-  const { stdout } = await sh('ip', ['-4', '-j', 'addr']);
-  const { stdout: routes } = await sh('ip', ['-4', '-j', 'route', 'show', 'table', 'all']);
-  for (let i = 0; i < 50; i++) {
-    const prefix = `10.209.${randomInt(1, 255)}.`;
-    if (!stdout.includes(`"${prefix}`) && !routes.includes(`"${prefix}`)) return prefix;
-  }
-  throw new Error('no free 10.209.x.0/24 found');
-}
-
 function bridgeConflist(name: string, chained: Array<Record<string, unknown>>): Record<string, unknown> {
-  return {
-    cniVersion: '1.0.0',
-    name,
-    plugins: [
-      {
-        type: 'bridge',
-        bridge,
-        isGateway: true,
-        ipMasq: false,
-        ipam: {
-          type: 'host-local',
-          ranges: [[{ subnet: `${subnetPrefix}0/24` }]],
-          routes: [{ dst: `${subnetPrefix}0/24` }],
-          dataDir,
-        },
-      },
-      ...chained,
-    ],
-  };
+  const bridgeToSubnet = bridgePlugin(network, { routes: [{ dst: `${network.prefix}.0/24` }] });
+  return { cniVersion: '1.0.0', name, plugins: [bridgeToSubnet, ...chained] };
 }
 
 function attachment(netns: string, hostPort?: number): CniAttachment {
@@ -98,12 +71,6 @@ function attachment(netns: string, hostPort?: number): CniAttachment {
 
 const loAttachment = (netns: string): CniAttachment => ({ ...attachment(netns), ifName: 'lo' });
 
-async function leasedIps(network: string): Promise<string[]> {
-  const dir = join(dataDir, network);
-  if (!existsSync(dir)) return [];
-  return (await readdir(dir)).filter((f) => /^\d+\.\d+\.\d+\.\d+$/.test(f));
-}
-
 async function natRules(): Promise<string> {
   return (await sh('iptables', ['-t', 'nat', '-S'])).stdout;
 }
@@ -115,13 +82,12 @@ async function delNetns(name: string): Promise<void> {
 describe('CNI with real plugins', { skip }, () => {
   before(async () => {
     root = await mkdtemp(join(tmpdir(), 'berth-cni-e2e-'));
-    dataDir = join(root, 'ipam');
     binDir = join(root, 'bin');
     await mkdir(binDir);
     // Copied so the exec bit does not depend on how the repo was checked out.
     await copyFile(join(fixtureDir, 'berth-test-fail'), join(binDir, 'berth-test-fail'));
     await chmod(join(binDir, 'berth-test-fail'), 0o755);
-    subnetPrefix = await pickFreeSubnet();
+    network = { bridge, prefix: await unusedPrefix(209), ipamDir: join(root, 'ipam') };
     for (const name of netnsNames) await sh('ip', ['netns', 'add', name]);
     cni = new Cni({ binDirs: [binDir, HOST_PLUGINS, '/opt/cni/bin'], timeoutMs: 30_000 });
   });
@@ -158,7 +124,7 @@ describe('CNI with real plugins', { skip }, () => {
     const result: CniResult = await cni.add(net, at);
 
     const { ip, additionalIps } = podIps(result, 'eth0');
-    assert.ok(ip.startsWith(subnetPrefix), `pod ip ${ip} not in ${subnetPrefix}0/24`);
+    assert.ok(ip.startsWith(`${network.prefix}.`), `pod ip ${ip} not in ${network.prefix}.0/24`);
     assert.deepEqual(additionalIps, []);
 
     const links = JSON.parse((await sh('ip', ['-n', netns, '-j', 'addr'])).stdout) as Array<{
@@ -171,12 +137,12 @@ describe('CNI with real plugins', { skip }, () => {
     assert.ok(eth0.addr_info.some((a) => a.family === 'inet' && a.local === ip));
     assert.ok(links.find((l) => l.ifname === 'lo')?.addr_info.some((a) => a.local === '127.0.0.1'));
 
-    assert.deepEqual(await leasedIps(name), [ip]);
+    assert.deepEqual(await leasedIps(network, name), [ip]);
     // runtimeConfig.portMappings reached portmap: it installed a DNAT to the pod.
     assert.ok((await natRules()).includes(`${ip}:80`), 'portmap DNAT rule missing');
 
     await cni.del(net, at, result);
-    assert.deepEqual(await leasedIps(name), []);
+    assert.deepEqual(await leasedIps(network, name), []);
     assert.ok(!(await natRules()).includes(`${ip}:80`), 'portmap DNAT rule left behind');
     const after = JSON.parse((await sh('ip', ['-n', netns, '-j', 'link'])).stdout) as Array<{
       ifname: string;
@@ -217,10 +183,10 @@ describe('CNI with real plugins', { skip }, () => {
       return true;
     });
     // bridge ran before the failure, so an IP is held until the caller DELs.
-    assert.equal((await leasedIps(name)).length, 1);
+    assert.equal((await leasedIps(network, name)).length, 1);
 
     await cni.del(net, at);
-    assert.deepEqual(await leasedIps(name), []);
+    assert.deepEqual(await leasedIps(network, name), []);
     const links = JSON.parse((await sh('ip', ['-n', netns, '-j', 'link'])).stdout) as Array<{
       ifname: string;
     }>;

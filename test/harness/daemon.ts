@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes, randomInt } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
@@ -13,18 +13,12 @@ import { CriClient } from './client.js';
 import { exists, namesIn } from './files.js';
 import { watchRss } from './memory.js';
 import { mountPointsBelow, unmountAllBelow } from './mounts.js';
+import { bridgePlugin, leasedIps, unusedPrefix, type TestNetwork } from './network.js';
 import { waitFor } from './wait.js';
 
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 /** The source tree's fixtures, from dist/test/harness. */
 export const FIXTURES = fileURLToPath(new URL('../../../test/fixtures/', import.meta.url));
-
-export interface TestNetwork {
-  bridge: string;
-  /** e.g. 10.210.37 — the pod subnet is `${prefix}.0/24`. */
-  prefix: string;
-  ipamDir: string;
-}
 
 export interface TestDaemonOptions {
   /** Extra plugins chained after bridge (e.g. the failing fixture); `none` leaves the conf dir empty. */
@@ -64,13 +58,18 @@ export class TestDaemon {
     this.network = { bridge: `bt${tag.slice(0, 8)}`, prefix, ipamDir: join(this.base, 'ipam') };
   }
 
+  /** The name of the CNI network the daemon's pods are on. */
+  get networkName(): string {
+    return `berth-test-${this.tag}`;
+  }
+
   /** runc's state of the daemon's containers (berthd's --state dir holds it). */
   get runcRoot(): string {
     return join(this.stateDir, 'runc');
   }
 
   static async create(opts: TestDaemonOptions = {}): Promise<TestDaemon> {
-    const daemon = new TestDaemon(randomBytes(4).toString('hex'), opts, await unusedPrefix());
+    const daemon = new TestDaemon(randomBytes(4).toString('hex'), opts, await unusedPrefix(210));
     await mkdir(daemon.cniConfDir, { recursive: true });
     await daemon.writeCniConfig(opts.cni ?? 'bridge');
     try {
@@ -123,18 +122,8 @@ export class TestDaemon {
   /** The conf dir's only network: the test bridge and host-local store, then `chained` plugins. */
   async writeBridgeConfig(chained: object[]): Promise<void> {
     for (const f of await readdir(this.cniConfDir)) await rm(join(this.cniConfDir, f));
-    const bridge = {
-      type: 'bridge',
-      bridge: this.network.bridge,
-      isGateway: true,
-      ipMasq: false,
-      ipam: {
-        type: 'host-local',
-        ranges: [[{ subnet: `${this.network.prefix}.0/24` }]],
-        dataDir: this.network.ipamDir,
-      },
-    };
-    const conf = { cniVersion: '1.0.0', name: `berth-test-${this.tag}`, plugins: [bridge, ...chained] };
+    const plugins = [bridgePlugin(this.network), ...chained];
+    const conf = { cniVersion: '1.0.0', name: this.networkName, plugins };
     await writeFile(join(this.cniConfDir, '10-test.conflist'), JSON.stringify(conf));
   }
 
@@ -224,11 +213,7 @@ export class TestDaemon {
 
   /** IPs host-local currently holds for this network. */
   async leasedIps(): Promise<string[]> {
-    const dir = join(this.network.ipamDir, `berth-test-${this.tag}`);
-    const names = await namesIn(dir);
-    return names
-      .filter((n) => /^[0-9.]+$/.test(n) || n.includes(':'))
-      .filter((n) => !n.startsWith('last_reserved'));
+    return leasedIps(this.network, this.networkName);
   }
 
   async netnsFiles(): Promise<string[]> {
@@ -322,16 +307,6 @@ export function useDaemon(
     assert.ok(daemon, 'daemon not created');
     return daemon;
   };
-}
-
-/** A 10.210.x.0/24 no route on this machine covers, so test pods never shadow a real network. */
-async function unusedPrefix(): Promise<string> {
-  const { stdout } = await run('ip', ['-4', 'route', 'show', 'table', 'all'], { timeoutMs: 10_000 });
-  for (let i = 0; i < 50; i++) {
-    const prefix = `10.210.${randomInt(1, 255)}`;
-    if (!stdout.includes(`${prefix}.`)) return prefix;
-  }
-  throw new Error('no unused 10.210.x.0/24 subnet found');
 }
 
 /** A minimal valid RunPodSandbox config for a pod of the given name. */

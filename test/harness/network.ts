@@ -30,7 +30,10 @@ export async function unusedPrefix(second: number): Promise<string> {
 }
 
 /** The bridge plugin, gateway on the bridge and no masquerading; `ipam` adds to host-local's section. */
-export function bridgePlugin(network: TestNetwork, ipam: Record<string, unknown> = {}): Record<string, unknown> {
+export function bridgePlugin(
+  network: TestNetwork,
+  ipam: Record<string, unknown> = {},
+): Record<string, unknown> {
   return {
     type: 'bridge',
     bridge: network.bridge,
