@@ -17,7 +17,8 @@ import { ensureInfraRootfs } from './oci/infra.js';
 import { Runc } from './oci/runc.js';
 import { recover } from './sandbox/recovery.js';
 import { recoverContainers } from './container/recovery.js';
-import { ContainerService, execDirs } from './container/service.js';
+import { execDirs } from './container/exec.js';
+import { ContainerService } from './container/service.js';
 import { resetExecDirs } from './oci/exec-process.js';
 import { Conmon } from './monitor/conmon.js';
 import { ExitWatcher } from './monitor/exits.js';
@@ -102,7 +103,7 @@ export async function startDaemon(
     puller: new Puller({ registry, content, layers, repo: store.images, logger }),
     rootDir: config.rootDir,
     logger,
-    usedBy: (imageId) => store.containers.imageInUse(imageId),
+    usedBy: (imageId) => store.typedContainers.imageInUse(imageId),
   });
 
   const pods = new PodGate();
@@ -120,7 +121,7 @@ export async function startDaemon(
   // Recovery read the exits conmon wrote while berthd was down; the watcher also reports the files
   // already there, so an exit between recovery and this line is not missed either.
   await exits.start((record) => {
-    containers.onExit(record).catch((err: unknown) => logger.error({ err }, 'exit not recorded'));
+    containers.exits.onExit(record).catch((err: unknown) => logger.error({ err }, 'exit not recorded'));
   });
   const sandboxes = new SandboxService({
     config,
@@ -130,11 +131,11 @@ export async function startDaemon(
     runc,
     logger,
     infraRootfs,
-    containers,
+    containers: containers.lifecycle,
     ...(opts.pauseBeforeStep ? { pauseBeforeStep: opts.pauseBeforeStep } : {}),
   });
   const monitorCheck = setInterval(() => {
-    containers.checkMonitors().catch((err: unknown) => logger.error({ err }, 'monitor check failed'));
+    containers.exits.checkMonitors().catch((err: unknown) => logger.error({ err }, 'monitor check failed'));
   }, MONITOR_CHECK_MS);
   monitorCheck.unref();
   let streaming: StreamingServer | undefined;
@@ -149,8 +150,10 @@ export async function startDaemon(
           : {}),
       },
       {
-        exec: async (req, io) => ({ exitCode: await containers.execStream(req.containerId, req.cmd, io) }),
-        attach: (req, io) => containers.attach(req.containerId, io),
+        exec: async (req, io) => ({
+          exitCode: await containers.exec.execStream(req.containerId, req.cmd, io),
+        }),
+        attach: (req, io) => containers.exec.attach(req.containerId, io),
         dialPod: (podSandboxId, port, signal) => sandboxes.dialPort(podSandboxId, port, signal),
       },
       logger,

@@ -7,6 +7,8 @@ import { access, copyFile, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { FailedPreconditionError, InvalidArgumentError } from '../errors.js';
 import type { ImageRuntimeConfig } from '../image/types.js';
+import type { ContainerResources, ContainerSpec, SecurityProfile } from '../model/container.js';
+import type { Sandbox } from '../model/sandbox.js';
 import { allCapabilities, effectiveCapabilities } from '../oci/capabilities.js';
 import { buildContainerSpec } from '../oci/container.js';
 import { deviceFromPath, hostDevices } from '../oci/devices.js';
@@ -17,18 +19,14 @@ import type { LinuxDevice, LinuxDeviceCgroup, Seccomp, Spec } from '../oci/spec.
 import { resolveUser, type ResolvedUser } from '../oci/user.js';
 import { isRunning } from '../process/index.js';
 import { HOSTNAME_FILE, RESOLV_CONF, SHM_DIR } from '../sandbox/files.js';
-import type { SandboxSpec } from '../sandbox/types.js';
-import type { SandboxRow } from '../store/types.js';
 import { cgroupVersion } from '../stats/cgroup.js';
-import type { ContainerResources, ContainerSpec, SecurityProfile } from './types.js';
 
 export const HOSTS_FILE = 'hosts';
 
 export interface PrepareInput {
   containerId: string;
   spec: ContainerSpec;
-  sandbox: SandboxRow;
-  sandboxSpec: SandboxSpec;
+  sandbox: Sandbox;
   image: { name: string; config: ImageRuntimeConfig };
   rootfsPath: string;
   cgroupsPath: string;
@@ -45,7 +43,7 @@ export interface PreparedSpec {
 }
 
 export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
-  const { sandbox, sandboxSpec } = input;
+  const { sandbox } = input;
   const spec = {
     ...input.spec,
     resources: await supportedResources(input.spec.resources, 'config.linux.resources'),
@@ -58,7 +56,7 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     resolveUser(input.rootfsPath, spec.security, input.image.config.User),
     resolveMounts(spec.mounts, input.guard),
     resolveDevices(spec),
-    ensureHostsFile(sandbox, sandboxSpec),
+    ensureHostsFile(sandbox),
   ]);
   const all = await allCapabilities();
   const capabilities = effectiveCapabilities(spec.security, all);
@@ -66,7 +64,7 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     containerId: input.containerId,
     sandboxId: sandbox.id,
     spec,
-    sandbox: sandboxSpec,
+    sandbox: sandbox.spec,
     image: input.image,
     rootfsPath: input.rootfsPath,
     allCapabilities: all,
@@ -125,7 +123,7 @@ function hasHugetlbController(): Promise<boolean> {
  * The pod's shared /dev/shm. Containers are only created in READY sandboxes, whose shm is mounted
  * when the dir exists (pods from before berth mounted one have no dir): no mount table read here.
  */
-async function podShm(sandbox: SandboxRow): Promise<{ shm?: string }> {
+async function podShm(sandbox: Sandbox): Promise<{ shm?: string }> {
   const path = join(sandbox.sandboxDir, SHM_DIR);
   return (await exists(path)) ? { shm: path } : {};
 }
@@ -195,14 +193,14 @@ function hostHasAppArmor(): Promise<boolean> {
  * kubelet mounts its own /etc/hosts into most containers; when it does not, the pod's file is
  * used. Written once per pod, on first need, so existing pods get one too.
  */
-async function ensureHostsFile(sandbox: SandboxRow, sandboxSpec: SandboxSpec): Promise<string> {
+async function ensureHostsFile(sandbox: Sandbox): Promise<string> {
   const path = join(sandbox.sandboxDir, HOSTS_FILE);
   if (await exists(path)) return path;
   if (sandbox.hostNetwork) {
     await copyFile('/etc/hosts', path).catch(() => writeFile(path, DEFAULT_HOSTS));
     return path;
   }
-  const name = sandboxSpec.hostname || sandboxSpec.metadata.name;
+  const name = sandbox.spec.hostname || sandbox.spec.metadata.name;
   const own = sandbox.ip ? `${sandbox.ip}\t${name}\n` : '';
   await writeFile(path, DEFAULT_HOSTS + own, { mode: 0o644 });
   return path;

@@ -1,14 +1,15 @@
 import { readdir } from 'node:fs/promises';
 import type { BerthConfig } from '../config/types.js';
 import { errorMessage } from '../errors.js';
-import { listRootfsDirs, removeRootfs } from '../imagestore/rootfs.js';
+import { listRootfsDirs } from '../imagestore/rootfs.js';
 import type { Logger } from '../log.js';
+import type { Container } from '../model/container.js';
 import type { Conmon } from '../monitor/conmon.js';
 import type { ExitWatcher } from '../monitor/exits.js';
 import type { Runc } from '../oci/runc.js';
 import type { Store } from '../store/index.js';
-import type { ContainerRow } from '../store/types.js';
 import { recordExit, settleUnmonitored } from './settle.js';
+import { ContainerTeardown } from './teardown.js';
 
 export interface ContainerRecoveryDeps {
   config: BerthConfig;
@@ -40,6 +41,7 @@ export interface ContainerRecoveryReport {
  */
 export async function recoverContainers(deps: ContainerRecoveryDeps): Promise<ContainerRecoveryReport> {
   const { store, logger } = deps;
+  const teardown = new ContainerTeardown(deps);
   const report: ContainerRecoveryReport = {
     rolledBack: [],
     exitedWhileDown: [],
@@ -47,51 +49,52 @@ export async function recoverContainers(deps: ContainerRecoveryDeps): Promise<Co
     orphanDirs: [],
     orphanExitFiles: [],
   };
-  for (const row of store.containers.list()) {
+  for (const container of store.typedContainers.list()) {
     try {
-      if (row.state === 'CREATING') await rollBack(deps, row, report);
-      else if (row.state !== 'EXITED') await reconcile(deps, row, report);
-      else if (deps.rebooted) await deps.runc.delete(row.id, { force: true });
+      if (container.state === 'CREATING') {
+        await teardown.all(container.id);
+        report.rolledBack.push(container.id);
+        logger.warn(
+          { container: container.id, step: container.step },
+          'rolled back a CreateContainer interrupted by a daemon exit',
+        );
+      } else if (container.state !== 'EXITED') await reconcile(deps, container, report);
+      else if (deps.rebooted) await deps.runc.delete(container.id, { force: true });
     } catch (err) {
-      logger.error({ container: row.id, err: errorMessage(err) }, 'container repair failed');
+      logger.error({ container: container.id, err: errorMessage(err) }, 'container repair failed');
     }
   }
-  await removeOrphans(deps, report);
+  await removeOrphans(deps, teardown, report);
   return report;
 }
 
-async function rollBack(deps: ContainerRecoveryDeps, row: ContainerRow, report: ContainerRecoveryReport) {
-  const { conmon, exits, store, config, logger } = deps;
-  await conmon.release(row.id, row.monitorPid);
-  await exits.forget(row.id);
-  await removeRootfs(row.id, config.rootDir);
-  store.containers.delete(row.id);
-  report.rolledBack.push(row.id);
-  logger.warn(
-    { container: row.id, step: row.step },
-    'rolled back a CreateContainer interrupted by a daemon exit',
-  );
-}
-
-async function reconcile(deps: ContainerRecoveryDeps, row: ContainerRow, report: ContainerRecoveryReport) {
+async function reconcile(deps: ContainerRecoveryDeps, container: Container, report: ContainerRecoveryReport) {
   const { exits, store, logger, rebooted } = deps;
-  const exited = await exits.read(row.id);
+  const exited = await exits.read(container.id);
   if (exited) {
     recordExit(store, exited);
-    report.exitedWhileDown.push(row.id);
-    logger.info({ container: row.id, exitCode: exited.exitCode }, 'container exited while berthd was down');
+    report.exitedWhileDown.push(container.id);
+    logger.info(
+      { container: container.id, exitCode: exited.exitCode },
+      'container exited while berthd was down',
+    );
     return;
   }
-  const settled = await settleUnmonitored(deps, row, { rebooted });
-  if (settled === 'killed' || settled === 'lost') report.lost.push(row.id);
+  const settled = await settleUnmonitored(deps, container, { rebooted });
+  if (settled === 'killed' || settled === 'lost') report.lost.push(container.id);
 }
 
-async function removeOrphans(deps: ContainerRecoveryDeps, report: ContainerRecoveryReport) {
-  const { store, config, exits, logger } = deps;
-  const known = new Set(store.containers.list().map((r) => r.id));
+/** Leftovers with no record: the same undos as a rollback, from what is on disk. */
+async function removeOrphans(
+  deps: ContainerRecoveryDeps,
+  teardown: ContainerTeardown,
+  report: ContainerRecoveryReport,
+) {
+  const { store, config, logger } = deps;
+  const known = new Set(store.typedContainers.list().map((c) => c.id));
   for (const id of await listRootfsDirs(config.rootDir)) {
     if (known.has(id)) continue;
-    await removeRootfs(id, config.rootDir);
+    await teardown.removeFiles(id);
     report.orphanDirs.push(id);
     logger.warn({ container: id }, 'removed a container dir with no record');
   }
@@ -101,8 +104,7 @@ async function removeOrphans(deps: ContainerRecoveryDeps, report: ContainerRecov
   ]);
   for (const id of monitored) {
     if (known.has(id) || id.includes('.')) continue;
-    await deps.conmon.release(id, 0);
-    await exits.forget(id);
+    await teardown.discardProcess(id);
     report.orphanExitFiles.push(id);
   }
 }

@@ -4,11 +4,11 @@
  * (conmon killed, berthd crashed around it, a reboot).
  */
 import type { Logger } from '../log.js';
+import type { Container } from '../model/container.js';
 import type { ExitRecord } from '../monitor/exits.js';
 import type { Runc } from '../oci/runc.js';
 import { isRunning } from '../process/index.js';
 import type { Store } from '../store/index.js';
-import type { ContainerRow } from '../store/types.js';
 import { nowNanos } from '../time.js';
 
 export interface LostDeps {
@@ -18,18 +18,17 @@ export interface LostDeps {
 }
 
 /**
- * Records conmon's exit record once: a row already EXITED (or still being created) is left as is.
- * Returns whether it changed the row.
+ * Records conmon's exit record once: a container already EXITED (or still being created) is left
+ * as is. Returns whether it changed the container.
  */
 export function recordExit(store: Store, record: ExitRecord): boolean {
-  const row = store.containers.get(record.id);
-  if (!row || row.state === 'EXITED' || row.state === 'CREATING') return false;
-  store.containers.update(row.id, {
-    state: 'EXITED',
+  const container = store.typedContainers.get(record.id);
+  if (!container || container.state === 'EXITED' || container.state === 'CREATING') return false;
+  store.typedContainers.markExited(container.id, {
     exitCode: record.exitCode,
-    finishedAt: record.finishedAt,
     reason: exitReason(record),
-    pid: 0,
+    message: '',
+    finishedAt: record.finishedAt,
   });
   return true;
 }
@@ -44,55 +43,54 @@ export type Settled = 'running' | 'started' | 'killed' | 'lost';
 
 /**
  * Decides what an unmonitored (or maybe unmonitored) container is. A live monitor with a live
- * process keeps it as it is, except that a CREATED row runc reports running was started by a
+ * process keeps it as it is, except that a CREATED container runc reports running was started by a
  * StartContainer the daemon died in: it becomes RUNNING. A live process without a monitor is
  * killed (nobody would record its exit or write its log; kubelet restarts it under a fresh
  * conmon) and reported 137. A gone process is reported 255 'Unknown'.
  */
 export async function settleUnmonitored(
   deps: LostDeps,
-  row: ContainerRow,
+  container: Container,
   opts: { rebooted: boolean },
 ): Promise<Settled> {
   const { runc, store, logger } = deps;
-  const state = opts.rebooted ? null : await runc.state(row.id).catch(() => null);
-  const monitorAlive = !opts.rebooted && row.monitorPid > 0 && (await isRunning(row.monitorPid));
+  const state = opts.rebooted ? null : await runc.state(container.id).catch(() => null);
+  const monitorAlive = !opts.rebooted && container.monitorPid > 0 && (await isRunning(container.monitorPid));
   const processAlive = state !== null && state.status !== 'stopped' && (await isRunning(state.pid));
   if (monitorAlive && (processAlive || state?.status === 'stopped')) {
     // A stopped process under a live conmon: its exit file is about to be written.
-    if (row.state === 'CREATED' && state?.status === 'running') {
-      store.containers.update(row.id, { state: 'RUNNING', startedAt: nowNanos() });
-      logger.warn({ container: row.id }, 'container was started by an interrupted StartContainer: running');
+    if (container.state === 'CREATED' && state?.status === 'running') {
+      store.typedContainers.markRunning(container.id, nowNanos());
+      logger.warn(
+        { container: container.id },
+        'container was started by an interrupted StartContainer: running',
+      );
       return 'started';
     }
     return 'running';
   }
   if (processAlive) {
-    await runc.kill(row.id, 'SIGKILL', true);
-    store.containers.update(row.id, {
-      state: 'EXITED',
+    await runc.kill(container.id, 'SIGKILL', true);
+    store.typedContainers.markExited(container.id, {
       exitCode: 137,
-      finishedAt: nowNanos(),
       reason: 'Error',
       message: 'killed by berthd: its monitor (conmon) was gone',
-      pid: 0,
+      finishedAt: nowNanos(),
     });
-    logger.warn({ container: row.id }, 'container had lost its monitor: killed');
+    logger.warn({ container: container.id }, 'container had lost its monitor: killed');
     return 'killed';
   }
-  store.containers.update(row.id, {
-    state: 'EXITED',
+  store.typedContainers.markExited(container.id, {
     exitCode: 255,
-    finishedAt: nowNanos(),
     reason: 'Unknown',
     message: opts.rebooted
       ? 'the node rebooted; the container process is gone'
       : 'the container monitor is gone; its exit code was lost',
-    pid: 0,
+    finishedAt: nowNanos(),
   });
-  if (opts.rebooted || state !== null) await runc.delete(row.id, { force: true });
+  if (opts.rebooted || state !== null) await runc.delete(container.id, { force: true });
   logger.warn(
-    { container: row.id, rebooted: opts.rebooted },
+    { container: container.id, rebooted: opts.rebooted },
     'container lost: reported exited with code 255',
   );
   return 'lost';

@@ -1,5 +1,5 @@
 /** What the container service reports and filters by; the stored container itself is src/model/container.ts. */
-import type { ContainerMetadata, ContainerMount, ContainerResources } from '../model/container.js';
+import type { Container, ContainerMetadata, ContainerMount, ContainerResources } from '../model/container.js';
 
 // Moved to src/model/container.ts; re-exported until importers move there.
 export type {
@@ -15,13 +15,26 @@ export type {
   MountPropagation,
   SecurityProfile,
 } from '../model/container.js';
+export type { ExecSyncResult } from '../oci/exec-sync.js';
 
 export type ContainerStateName =
   'CONTAINER_CREATED' | 'CONTAINER_RUNNING' | 'CONTAINER_EXITED' | 'CONTAINER_UNKNOWN';
 
+/** The fields ContainerStatus and ListContainers report as the record has them. */
+type RecordedFields =
+  | 'id'
+  | 'imageId'
+  | 'createdAt'
+  | 'startedAt'
+  | 'finishedAt'
+  | 'exitCode'
+  | 'reason'
+  | 'message'
+  | 'logPath'
+  | 'pid';
+
 /** What ContainerStatus and ListContainers report; src/cri maps it to the wire form. */
-export interface ContainerView {
-  id: string;
+export interface ContainerView extends Pick<Container, RecordedFields> {
   podSandboxId: string;
   metadata: ContainerMetadata;
   /** A readable name: the user-specified image, else the image's first tag, else spec.image. */
@@ -29,27 +42,13 @@ export interface ContainerView {
   userSpecifiedImage: string;
   /** The image's repo digest when it has one, else its id (what containerd reports). */
   imageRef: string;
-  /** The image id (config digest). */
-  imageId: string;
   state: ContainerStateName;
-  /** Nanoseconds since the epoch as decimal strings; '0' when it has not happened. */
-  createdAt: string;
-  startedAt: string;
-  finishedAt: string;
-  exitCode: number;
-  /** 'Completed', 'Error', 'OOMKilled', or '' while not exited. */
-  reason: string;
-  message: string;
   labels: Record<string, string>;
   annotations: Record<string, string>;
   mounts: ContainerMount[];
-  /** Absolute path of the CRI log file, '' when none. */
-  logPath: string;
   resources: ContainerResources;
   /** The user the process runs as. */
   user: { uid: number; gid: number; supplementalGroups: number[] };
-  /** Where the container's processes live (for cgroup stats). */
-  pid: number;
 }
 
 export interface ContainerVerboseInfo {
@@ -68,14 +67,6 @@ export interface ContainerFilter {
   /** Exact id or unique prefix of the pod sandbox. */
   podSandboxId?: string;
   labelSelector?: Record<string, string>;
-}
-
-export interface ExecSyncResult {
-  stdout: Buffer;
-  stderr: Buffer;
-  exitCode: number;
-  /** The command did not finish within the request's timeout and was killed. */
-  timedOut: boolean;
 }
 
 export interface ContainerStatsView {

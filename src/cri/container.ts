@@ -43,33 +43,30 @@ import {
   unifiedKey,
   userName,
 } from './validate-container.js';
-export function containerHandlers(containers: ContainerService) {
+export function containerHandlers({ lifecycle, exec, stats, views }: ContainerService) {
   return {
     CreateContainer: async (req) => {
       const spec = toContainerSpec(req);
-      return { container_id: await containers.create(req.pod_sandbox_id, spec) };
+      return { container_id: await lifecycle.create(req.pod_sandbox_id, spec) };
     },
     StartContainer: async (req) => {
-      await containers.start(requireId('container_id', req.container_id));
+      await lifecycle.start(requireId('container_id', req.container_id));
       return {};
     },
     StopContainer: async (req) => {
       const id = requireId('container_id', req.container_id);
-      await containers.stop(id, seconds('timeout', req.timeout));
+      await lifecycle.stop(id, seconds('timeout', req.timeout));
       return {};
     },
     RemoveContainer: async (req) => {
-      await containers.remove(requireId('container_id', req.container_id));
+      await lifecycle.remove(requireId('container_id', req.container_id));
       return {};
     },
     ListContainers: async (req) => ({
-      containers: containers.list(toListFilter(req)).map(toWireContainer),
+      containers: views.list(toListFilter(req)).map(toWireContainer),
     }),
     ContainerStatus: async (req) => {
-      const { view, info } = await containers.status(
-        requireId('container_id', req.container_id),
-        req.verbose,
-      );
+      const { view, info } = await views.status(requireId('container_id', req.container_id), req.verbose);
       return {
         status: toWireContainerStatus(view),
         info: jsonInfo('info', req.verbose ? info : undefined),
@@ -79,18 +76,18 @@ export function containerHandlers(containers: ContainerService) {
       const id = requireId('container_id', req.container_id);
       // Windows resources are ignored; without Linux ones there is nothing berth could apply.
       if (!req.linux) throw new InvalidArgumentError('linux', 'is required');
-      await containers.updateResources(id, toResources('linux', req.linux));
+      await lifecycle.updateResources(id, toResources('linux', req.linux));
       return {};
     },
     ReopenContainerLog: async (req) => {
-      await containers.reopenLog(requireId('container_id', req.container_id));
+      await lifecycle.reopenLog(requireId('container_id', req.container_id));
       return {};
     },
     ExecSync: async (req, { signal }) => {
       const id = requireId('container_id', req.container_id);
       const cmd = toCmd(req.cmd);
       const timeout = seconds('timeout', req.timeout);
-      const result = await containers.execSync(id, cmd, timeout, signal);
+      const result = await exec.execSync(id, cmd, timeout, signal);
       // kubelet turns DEADLINE_EXCEEDED, and only that code, into a probe TimeoutError, which the
       // prober counts as a failed probe. An exit code (e.g. 124) would pass for the command's own
       // failure, and any other error code makes the prober discard the result altogether. containerd
@@ -103,10 +100,10 @@ export function containerHandlers(containers: ContainerService) {
       return { stdout: result.stdout, stderr: result.stderr, exit_code: result.exitCode };
     },
     ContainerStats: async (req) => ({
-      stats: toWireStats(await containers.stats(requireId('container_id', req.container_id))),
+      stats: toWireStats(await stats.stats(requireId('container_id', req.container_id))),
     }),
     ListContainerStats: async (req) => ({
-      stats: (await containers.listStats(toStatsFilter(req))).map(toWireStats),
+      stats: (await stats.listStats(toStatsFilter(req))).map(toWireStats),
     }),
   } satisfies UnaryHandlers<RuntimeServiceHandlers>;
 }

@@ -19,7 +19,7 @@ export interface StreamUrls {
 }
 
 export function streamingHandlers(
-  containers: ContainerService,
+  { exec }: Pick<ContainerService, 'exec'>,
   sandboxes: SandboxService,
   streams: StreamUrls,
 ) {
@@ -28,12 +28,12 @@ export function streamingHandlers(
       const id = requireId('container_id', req.container_id);
       const cmd = toCmd(req.cmd);
       const flags = streamFlags(req);
-      return { url: streams.url({ kind: 'exec', containerId: containers.runningId(id), cmd, ...flags }) };
+      return { url: streams.url({ kind: 'exec', containerId: exec.runningId(id), cmd, ...flags }) };
     },
     Attach: async (req) => {
       const id = requireId('container_id', req.container_id);
       const flags = streamFlags(req);
-      return { url: streams.url({ kind: 'attach', containerId: containers.runningId(id), ...flags }) };
+      return { url: streams.url({ kind: 'attach', containerId: exec.runningId(id), ...flags }) };
     },
     PortForward: async (req) => {
       const id = requireId('pod_sandbox_id', req.pod_sandbox_id);

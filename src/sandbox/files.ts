@@ -1,4 +1,4 @@
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { run } from '../exec.js';
 import { isMounted } from '../netns/index.js';
 import { hostname as hostHostname } from 'node:os';
@@ -56,4 +56,10 @@ export async function unmountShm(sandboxDir: string): Promise<void> {
       run('umount', ['--lazy', dir], { timeoutMs: MOUNT_TIMEOUT_MS }),
     );
   }
+}
+
+/** Removes a sandbox dir and everything in it; the shm tmpfs is unmounted first, so rm never walks it. */
+export async function removeSandboxDir(sandboxDir: string): Promise<void> {
+  await unmountShm(sandboxDir);
+  await rm(sandboxDir, { recursive: true, force: true });
 }

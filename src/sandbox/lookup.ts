@@ -1,16 +1,24 @@
+import type { Sandbox } from '../model/sandbox.js';
 import { findByIdOrPrefix, type RecordKind } from '../operation/lookup.js';
 import type { Store } from '../store/index.js';
-import type { SandboxRow } from '../store/types.js';
 
-const SANDBOX: RecordKind<SandboxRow> = { field: 'pod_sandbox_id', noun: 'pod sandbox', plural: 'sandboxes' };
+const SANDBOX: RecordKind<Sandbox> = { field: 'pod_sandbox_id', noun: 'pod sandbox', plural: 'sandboxes' };
 
 /** A sandbox by exact id or unique prefix; a missing one is NotFound unless `allowMissing`. */
-export function findSandbox(store: Store, idOrPrefix: string, allowMissing: true): SandboxRow | undefined;
-export function findSandbox(store: Store, idOrPrefix: string, allowMissing: false): SandboxRow;
-export function findSandbox(store: Store, idOrPrefix: string, allowMissing: boolean): SandboxRow | undefined {
-  const sandboxes = {
-    get: (id: string) => store.getSandbox(id),
-    findByIdPrefix: (prefix: string) => store.findSandboxesByIdPrefix(prefix),
-  };
-  return findByIdOrPrefix(sandboxes, idOrPrefix, SANDBOX, allowMissing);
+export function findSandbox(
+  store: Pick<Store, 'sandboxes'>,
+  idOrPrefix: string,
+  allowMissing: true,
+): Sandbox | undefined;
+export function findSandbox(
+  store: Pick<Store, 'sandboxes'>,
+  idOrPrefix: string,
+  allowMissing: false,
+): Sandbox;
+export function findSandbox(
+  store: Pick<Store, 'sandboxes'>,
+  idOrPrefix: string,
+  allowMissing: boolean,
+): Sandbox | undefined {
+  return findByIdOrPrefix(store.sandboxes, idOrPrefix, SANDBOX, allowMissing);
 }

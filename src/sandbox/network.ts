@@ -1,18 +1,11 @@
 import { Cni, loopbackNetwork, podIps } from '../cni/index.js';
-import type { CniAttachment, CniNetworkList, CniResult, PortMappingCap } from '../cni/types.js';
+import type { CniAttachment, CniNetworkList, PortMappingCap } from '../cni/types.js';
 import { BerthError, errorMessage } from '../errors.js';
+import type { Sandbox, SandboxSpec, StoredNetworking } from '../model/sandbox.js';
 import { isMounted } from '../netns/index.js';
-import type { SandboxRow } from '../store/types.js';
-import type { SandboxSpec } from './types.js';
+import type { NetworkUp } from '../store/index.js';
 
 export const POD_IFNAME = 'eth0';
-
-/** What is stored before the first ADD, so that DEL can run with the same input after any crash. */
-export interface StoredNetworking {
-  attachment: CniAttachment;
-  /** In ADD order: loopback first, then the default network. */
-  networks: CniNetworkList[];
-}
 
 export function attachmentFor(id: string, netnsPath: string, spec: SandboxSpec): CniAttachment {
   const portMappings: PortMappingCap[] = spec.portMappings
@@ -49,14 +42,8 @@ export function storedNetworking(
   return { attachment, networks: [loopbackNetwork(), defaultNetwork] };
 }
 
-export interface AttachOutcome {
-  results: CniResult[];
-  ip: string;
-  additionalIps: string[];
-}
-
 /** ADD loopback and the default network. The caller has already recorded a DEL for undo. */
-export async function attach(cni: Cni, stored: StoredNetworking): Promise<AttachOutcome> {
+export async function attach(cni: Cni, stored: StoredNetworking): Promise<NetworkUp> {
   // loopback and the pod network touch different interfaces, so they are added side by side; both
   // settle before a failure is reported, so the caller's DEL never races an ADD still running.
   const outcomes = await Promise.allSettled(
@@ -64,7 +51,7 @@ export async function attach(cni: Cni, stored: StoredNetworking): Promise<Attach
   );
   const failure = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
   if (failure) throw failure.reason;
-  const results = outcomes.map((o) => (o as PromiseFulfilledResult<CniResult>).value);
+  const results = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
   const primary = results[results.length - 1];
   const { ip, additionalIps } = primary ? podIps(primary, POD_IFNAME) : { ip: '', additionalIps: [] };
   return { results, ip, additionalIps };
@@ -74,13 +61,10 @@ export async function attach(cni: Cni, stored: StoredNetworking): Promise<Attach
  * DEL every network with the stored config and results. Attempted even when
  * the netns is gone (after a reboot), because host-local keeps its leases on disk.
  */
-export async function detach(
-  cni: Cni,
-  row: Pick<SandboxRow, 'cniConfigJson' | 'cniResultJson'>,
-): Promise<void> {
-  if (!row.cniConfigJson) return;
-  const stored = JSON.parse(row.cniConfigJson) as StoredNetworking;
-  const results = row.cniResultJson ? (JSON.parse(row.cniResultJson) as CniResult[]) : [];
+export async function detach(cni: Cni, sandbox: Pick<Sandbox, 'cniConfig' | 'cniResults'>): Promise<void> {
+  const stored = sandbox.cniConfig;
+  if (!stored) return;
+  const results = sandbox.cniResults ?? [];
   // A pin that is no longer a mount (after a reboot) is a plain file: plugins reject it as a netns
   // and would keep the lease. The spec allows an empty netns on DEL: clean the host side only.
   const netnsMounted = stored.attachment.netnsPath !== '' && (await isMounted(stored.attachment.netnsPath));

@@ -1,17 +1,17 @@
-import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Cni } from '../cni/index.js';
 import type { BerthConfig } from '../config/types.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
-import { isMounted, listNetns, removeNetns, unmountNetns } from '../netns/index.js';
+import type { Sandbox } from '../model/sandbox.js';
+import { listNetns, removeNetns } from '../netns/index.js';
 import type { ContainerState, Runc } from '../oci/runc.js';
 import { isRunning } from '../process/index.js';
 import type { Store } from '../store/index.js';
-import type { SandboxRow } from '../store/types.js';
-import { unmountShm } from './files.js';
-import { detach } from './network.js';
+import { removeSandboxDir } from './files.js';
 import { NETNS_PREFIX } from './service.js';
+import { SandboxTeardown } from './teardown.js';
 
 export interface RecoveryDeps {
   config: BerthConfig;
@@ -51,6 +51,7 @@ export interface RecoveryReport {
  */
 export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
   const { store, logger } = deps;
+  const teardown = new SandboxTeardown({ sandboxes: store.sandboxes, cni: deps.cni, runc: deps.runc });
   const rebooted = await detectReboot(deps.config.stateDir);
   const report: RecoveryReport = {
     rebooted,
@@ -64,13 +65,16 @@ export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
   };
   if (rebooted) logger.warn('first start since boot: pod processes and netns mounts are gone');
 
-  for (const row of store.listSandboxes()) {
+  for (const sandbox of store.sandboxes.list()) {
     try {
-      if (row.state === 'CREATING') await rollBack(deps, row, report);
-      else await reconcile(deps, row, rebooted, report);
+      if (sandbox.state === 'CREATING') await rollBack(deps, teardown, sandbox, report);
+      else await reconcile(deps, teardown, sandbox, rebooted, report);
     } catch (err) {
       // One sandbox that cannot be repaired must not keep the node from serving the others.
-      logger.error({ sandbox: row.id, err: errorMessage(err) }, 'repair failed; will retry on Stop/Remove');
+      logger.error(
+        { sandbox: sandbox.id, err: errorMessage(err) },
+        'repair failed; will retry on Stop/Remove',
+      );
     }
   }
   if (deps.recoverContainers) report.containers = await deps.recoverContainers(rebooted);
@@ -92,40 +96,49 @@ async function currentBootId(): Promise<string> {
   return (await readFile('/proc/sys/kernel/random/boot_id', 'utf8').catch(() => 'unknown')).trim();
 }
 
-/** A RunPodSandbox the daemon died in: undo each step the journal row says may have happened. */
-async function rollBack(deps: RecoveryDeps, row: SandboxRow, report: RecoveryReport): Promise<void> {
-  const { store, runc, cni, logger } = deps;
-  const log = logger.child({ sandbox: row.id, step: row.step });
-  await runc.delete(row.id, { force: true });
-  if (row.networkState === 'ADDING' || row.networkState === 'READY') {
-    try {
-      await detach(cni, row);
-    } catch (err) {
-      // Keep the row, now visible as NOTREADY, so kubelet's Stop/Remove retries the DEL.
-      store.updateSandbox(row.id, { state: 'NOTREADY', pid: 0 });
-      throw err;
-    }
+/**
+ * A RunPodSandbox the daemon died in: the same teardown a failed one runs, each action undoing what
+ * the journal row says may have happened.
+ */
+async function rollBack(
+  deps: RecoveryDeps,
+  teardown: SandboxTeardown,
+  sandbox: Sandbox,
+  report: RecoveryReport,
+): Promise<void> {
+  try {
+    await teardown.all(sandbox.id);
+  } catch (err) {
+    // Keep the row, now visible as NOTREADY, so kubelet's Stop/Remove retries what is left.
+    deps.store.sandboxes.markNotReady(sandbox.id);
+    throw err;
   }
-  if (row.netnsPath) await removeNetns(row.netnsPath);
-  await unmountShm(row.sandboxDir);
-  await rm(row.sandboxDir, { recursive: true, force: true });
-  store.deleteSandbox(row.id);
-  report.rolledBack.push(row.id);
-  log.warn('rolled back a RunPodSandbox interrupted by a daemon exit');
+  report.rolledBack.push(sandbox.id);
+  deps.logger.warn(
+    { sandbox: sandbox.id, step: sandbox.step },
+    'rolled back a RunPodSandbox interrupted by a daemon exit',
+  );
 }
 
-async function reconcile(deps: RecoveryDeps, row: SandboxRow, rebooted: boolean, report: RecoveryReport) {
-  const { store, runc, cni, logger } = deps;
-  const log = logger.child({ sandbox: row.id });
+async function reconcile(
+  deps: RecoveryDeps,
+  teardown: SandboxTeardown,
+  sandbox: Sandbox,
+  rebooted: boolean,
+  report: RecoveryReport,
+): Promise<void> {
+  const { store, runc, logger } = deps;
+  const { id } = sandbox;
+  const log = logger.child({ sandbox: id });
   let state: ContainerState | null = null;
   if (!rebooted) {
     try {
-      state = await stateWithRetry(runc, row.id);
+      state = await stateWithRetry(runc, id);
     } catch (err) {
       // Only runc saying the container does not exist means the infra is gone (state() answers
       // null then). A runc that fails or times out says nothing about the pod: it is left as it
       // is, and kubelet's next PodSandboxStatus or Stop sees what is true.
-      report.unchecked.push(row.id);
+      report.unchecked.push(id);
       log.error({ err: errorMessage(err) }, 'runc state failed at start-up; the sandbox is left as it was');
       return;
     }
@@ -133,24 +146,22 @@ async function reconcile(deps: RecoveryDeps, row: SandboxRow, rebooted: boolean,
   const alive = state !== null && state.status === 'running' && (await isRunning(state.pid));
   if (alive) return;
 
-  if (row.state === 'READY') {
-    store.updateSandbox(row.id, { state: 'NOTREADY', pid: 0 });
-    report.markedNotReady.push(row.id);
+  if (sandbox.state === 'READY') {
+    store.sandboxes.markNotReady(id);
+    report.markedNotReady.push(id);
     log.warn({ rebooted }, 'infra process is gone: sandbox is NOT READY');
   }
   // runc's record of a dead infra is useless and, after a reboot, points at nothing. Without a reboot
   // the state call above already said whether runc still has one: no second exec per stopped pod.
-  if (rebooted || state !== null) await runc.delete(row.id, { force: true });
+  if (rebooted || state !== null) await teardown.deleteInfra(id);
 
   if (rebooted) {
     // The netns died with the boot, but host-local keeps its leases on disk: DEL releases them.
-    if (row.networkState === 'ADDING' || row.networkState === 'READY') {
-      await detach(cni, row);
-      store.updateSandbox(row.id, { networkState: 'TORN_DOWN' });
-      report.networksReleased.push(row.id);
+    if (await teardown.releaseNetwork(id)) {
+      report.networksReleased.push(id);
       log.warn('released the network of a sandbox lost in a reboot');
     }
-    if (row.netnsPath && (await isMounted(row.netnsPath))) await unmountNetns(row.netnsPath);
+    await teardown.unmountNetns(id);
   }
 }
 
@@ -165,11 +176,11 @@ async function stateWithRetry(runc: Runc, id: string): Promise<ContainerState | 
 
 async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promise<void> {
   const { store, runc, logger, config } = deps;
-  const rows = store.listSandboxes();
-  const known = new Set(rows.map((r) => r.id));
+  const sandboxes = store.sandboxes.list();
+  const known = new Set(sandboxes.map((s) => s.id));
   // Containers share runc's root with the infras; they are orphans only without a container row.
-  const knownContainers = new Set(store.containers.list().map((r) => r.id));
-  const knownNetns = new Set(rows.map((r) => r.netnsPath).filter((p): p is string => p !== null));
+  const knownContainers = new Set(store.typedContainers.list().map((r) => r.id));
+  const knownNetns = new Set(sandboxes.map((s) => s.netnsPath).filter((p): p is string => p !== null));
 
   for (const path of await listNetns(config.netnsDir, NETNS_PREFIX)) {
     if (knownNetns.has(path)) continue;
@@ -186,8 +197,7 @@ async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promis
   const sandboxesDir = join(config.rootDir, 'sandboxes');
   for (const name of await readdir(sandboxesDir).catch(() => [] as string[])) {
     if (known.has(name)) continue;
-    await unmountShm(join(sandboxesDir, name));
-    await rm(join(sandboxesDir, name), { recursive: true, force: true });
+    await removeSandboxDir(join(sandboxesDir, name));
     report.orphanDirs.push(name);
     logger.warn({ dir: name }, 'removed a sandbox dir with no record');
   }

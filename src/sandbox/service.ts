@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { Cni } from '../cni/index.js';
@@ -10,18 +10,19 @@ import type { BerthConfig } from '../config/types.js';
 import { AlreadyExistsError, FailedPreconditionError, StepError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { dialLocalhost } from '../netns/dial.js';
-import { createPinnedNetns, isMounted, removeNetns, unmountNetns } from '../netns/index.js';
+import { createPinnedNetns, isMounted } from '../netns/index.js';
 import { cgroupsPath } from '../oci/cgroups.js';
 import { buildInfraSpec } from '../oci/infra.js';
 import { clampOomScoreAdj } from '../oci/oom.js';
 import type { Runc } from '../oci/runc.js';
 import { isRunning, waitForExit } from '../process/index.js';
 import type { Store } from '../store/index.js';
-import type { SandboxRow } from '../store/types.js';
-import { mountShm, unmountShm, writeHostnameFile, writeResolvConf } from './files.js';
+import { newSandbox, type Sandbox } from '../model/sandbox.js';
+import { mountShm, writeHostnameFile, writeResolvConf } from './files.js';
 import type { PodGate } from './gate.js';
 import { KeyedLock } from '../operation/lock.js';
-import { attach, attachmentFor, detach, storedNetworking } from './network.js';
+import { attach, attachmentFor, storedNetworking } from './network.js';
+import { SandboxTeardown, asStep, networkMayBeAttached } from './teardown.js';
 import type { SandboxFilter, SandboxSpec, SandboxVerboseInfo, SandboxView } from './types.js';
 import { Steps, allSettledOrThrow } from '../operation/steps.js';
 import { pauseIfAsked } from '../operation/pause.js';
@@ -63,8 +64,11 @@ export type NetworkStatus = { ready: true } | { ready: false; reason: string };
 export class SandboxService {
   private readonly podLock = new KeyedLock();
   private readonly sandboxLock = new KeyedLock();
+  private readonly teardown: SandboxTeardown;
 
-  constructor(private readonly deps: SandboxServiceDeps) {}
+  constructor(private readonly deps: SandboxServiceDeps) {
+    this.teardown = new SandboxTeardown({ sandboxes: deps.store.sandboxes, cni: deps.cni, runc: deps.runc });
+  }
 
   /** The pod network is ready when a default CNI network loads from the conf dir. */
   async networkStatus(): Promise<NetworkStatus> {
@@ -75,7 +79,7 @@ export class SandboxService {
   async run(spec: SandboxSpec): Promise<string> {
     const m = spec.metadata;
     return this.podLock.with(`${m.namespace}/${m.name}/${m.uid}/${m.attempt}`, async () => {
-      const existing = this.deps.store.findSandboxByMetadata(m.namespace, m.name, m.uid, m.attempt);
+      const existing = this.deps.store.sandboxes.findByMetadata(m.namespace, m.name, m.uid, m.attempt);
       if (!existing) return this.create(spec);
       // kubelet retries a RunPodSandbox that timed out on its side: the same pod gets the same
       // sandbox. A stopped one is not handed out as if it ran; kubelet itself never asks again
@@ -90,7 +94,8 @@ export class SandboxService {
   }
 
   private async create(spec: SandboxSpec): Promise<string> {
-    const { config, store } = this.deps;
+    const { config } = this.deps;
+    const { sandboxes } = this.deps.store;
     const id = randomBytes(32).toString('hex');
     const log = this.deps.logger.child({ sandbox: id });
     const hostNetwork = spec.namespaces.network === 'NODE';
@@ -106,32 +111,12 @@ export class SandboxService {
     }
 
     // The row is written first and doubles as the journal: a crash at any later step leaves a
-    // CREATING row that start-up repair rolls back using the paths recorded here.
-    store.insertSandbox({
-      id,
-      name: spec.metadata.name,
-      namespace: spec.metadata.namespace,
-      uid: spec.metadata.uid,
-      attempt: spec.metadata.attempt,
-      state: 'CREATING',
-      step: 'reserve',
-      configJson: JSON.stringify(spec),
-      runtimeHandler: spec.runtimeHandler,
-      hostNetwork,
-      netnsPath,
-      networkState: 'NONE',
-      cniConfigJson: null,
-      cniResultJson: null,
-      ip: '',
-      additionalIps: [],
-      createdAt: nowNanos(),
-      pid: 0,
-      cgroupParent: spec.cgroupParent,
-      sandboxDir,
-    });
+    // CREATING row that start-up repair rolls back using the paths recorded here. Each undo below
+    // is an action of the same teardown, reading that row when it runs.
+    sandboxes.insert(newSandbox({ id, spec, hostNetwork, netnsPath, sandboxDir, createdAt: nowNanos() }));
 
     const steps = new Steps(log, async (step) => {
-      store.updateSandbox(id, { step });
+      sandboxes.beginStep(id, step);
       await pauseIfAsked(
         {
           pauseBeforeStep: this.deps.pauseBeforeStep,
@@ -145,19 +130,18 @@ export class SandboxService {
     try {
       await allSettledOrThrow([
         steps.run('sandbox-dir', async () => {
-          steps.onUndo('sandbox-dir', () => rm(sandboxDir, { recursive: true, force: true }));
+          steps.onUndo('sandbox-dir', () => this.teardown.removeDir(id));
           await mkdir(sandboxDir, { recursive: true, mode: 0o711 });
           await writeResolvConf(sandboxDir, spec.dnsConfig);
           await writeHostnameFile(sandboxDir, spec.hostname);
           if (spec.namespaces.ipc !== 'NODE') {
-            // Registered after the dir's undo, so it runs first: rm must not walk a mounted tmpfs.
-            steps.onUndo('shm', () => unmountShm(sandboxDir));
+            steps.onUndo('shm', () => this.teardown.unmountShm(id));
             await mountShm(sandboxDir);
           }
         }),
         netnsPath
           ? steps.run('netns', async () => {
-              steps.onUndo('netns', () => removeNetns(netnsPath));
+              steps.onUndo('netns', () => this.teardown.removeNetns(id));
               await createPinnedNetns(config.netnsDir, netnsName, config.runtimeTimeoutMs);
             })
           : Promise.resolve(),
@@ -169,22 +153,19 @@ export class SandboxService {
           : Promise.resolve(),
         this.startInfra(steps, id, spec, sandboxDir, netnsPath),
       ]);
-      store.updateSandbox(id, { state: 'READY', step: 'ready' });
+      const ready = sandboxes.markReady(id);
       steps.release();
-      log.info(
-        { ip: store.getSandbox(id)?.ip, netns: netnsPath, stepsMs: steps.timingsMs },
-        'pod sandbox ready',
-      );
+      log.info({ ip: ready.ip, netns: netnsPath, stepsMs: steps.timingsMs }, 'pod sandbox ready');
       return id;
     } catch (err) {
       const failure = err instanceof StepError ? err : new StepError('run', err);
       log.error({ step: failure.step, err: failure.message }, 'RunPodSandbox failed, undoing');
       const failedUndos = await steps.unwind();
       if (failedUndos.length === 0) {
-        store.deleteSandbox(id);
+        sandboxes.delete(id);
       } else {
         // Keep the record so Stop/Remove and the next start retry what could not be undone.
-        store.updateSandbox(id, { state: 'NOTREADY', pid: 0, step: `failed at ${failure.step}` });
+        sandboxes.createFailed(id, failure.step);
       }
       throw failure;
     }
@@ -197,21 +178,15 @@ export class SandboxService {
     spec: SandboxSpec,
     defaultNetwork: CniNetworkList,
   ): Promise<void> {
-    const { store, cni } = this.deps;
+    const { sandboxes } = this.deps.store;
     await steps.run('cni-add', async () => {
       const stored = storedNetworking(attachmentFor(id, netnsPath, spec), defaultNetwork);
-      // Recorded before the first ADD: a crash mid-ADD still leads to a DEL with this exact input.
-      store.updateSandbox(id, { networkState: 'ADDING', cniConfigJson: JSON.stringify(stored) });
-      steps.onUndo('cni-add', () =>
-        detach(cni, store.getSandbox(id) ?? { cniConfigJson: null, cniResultJson: null }),
-      );
-      const outcome = await attach(cni, stored);
-      store.updateSandbox(id, {
-        networkState: 'READY',
-        cniResultJson: JSON.stringify(outcome.results),
-        ip: outcome.ip,
-        additionalIps: outcome.additionalIps,
+      steps.onUndo('cni-add', async () => {
+        await this.teardown.releaseNetwork(id);
       });
+      // Recorded before the first ADD: a crash mid-ADD still leads to a DEL with this exact input.
+      sandboxes.networkAdding(id, stored);
+      sandboxes.networkUp(id, await attach(this.deps.cni, stored));
     });
   }
 
@@ -224,7 +199,7 @@ export class SandboxService {
   ): Promise<void> {
     const { config, store, runc } = this.deps;
     await steps.run('infra-create', async () => {
-      steps.onUndo('infra-create', () => runc.delete(id, { force: true }));
+      steps.onUndo('infra-create', () => this.teardown.deleteInfra(id));
       const bundleDir = join(sandboxDir, 'bundle');
       await mkdir(bundleDir, { recursive: true });
       const ociSpec = buildInfraSpec({
@@ -252,180 +227,133 @@ export class SandboxService {
       });
       await writeFile(join(bundleDir, 'config.json'), JSON.stringify(ociSpec));
       const pid = await runc.create(id, bundleDir, join(bundleDir, 'infra.pid'));
-      store.updateSandbox(id, { pid });
+      store.sandboxes.infraCreated(id, pid);
     });
     await steps.run('infra-start', () => runc.start(id));
   }
 
   /** Idempotent: an unknown sandbox has nothing left to stop. */
   async stop(idOrPrefix: string): Promise<void> {
-    const row = this.resolve(idOrPrefix, true);
-    if (!row) return;
-    await this.deps.pods.close(row.id, () => this.sandboxLock.with(row.id, () => this.stopLocked(row.id)));
+    const sandbox = findSandbox(this.deps.store, idOrPrefix, true);
+    if (!sandbox) return;
+    const { id } = sandbox;
+    await this.deps.pods.close(id, () => this.sandboxLock.with(id, () => this.stopLocked(id)));
   }
 
   private async stopLocked(id: string): Promise<void> {
-    const { store } = this.deps;
-    const row = store.getSandbox(id);
-    if (!row) return;
+    const { sandboxes } = this.deps.store;
+    const sandbox = sandboxes.get(id);
+    if (!sandbox) return;
     // kubelet has normally stopped them, with their grace periods, before it gets here.
-    try {
-      await this.deps.containers?.stopAllInSandbox(id);
-    } catch (err) {
-      throw new StepError('containers-stop', err);
-    }
-    // The pod's containers are stopped, so nothing needs the network while the infra dies.
+    await asStep('containers-stop', async () => this.deps.containers?.stopAllInSandbox(id));
+    // The pod's containers are stopped, so nothing needs the network while the infra dies. A DEL
+    // failure is thrown (kubelet retries Stop) and the record keeps saying the network is up.
     await allSettledOrThrow([
-      this.stopInfra(row).then(() => store.updateSandbox(id, { state: 'NOTREADY', pid: 0 })),
-      this.teardownNetwork(row),
+      this.stopInfra(sandbox).then(() => sandboxes.markNotReady(id)),
+      this.teardown.releaseNetwork(id),
     ]);
-    await unmountShm(row.sandboxDir);
-    if (row.netnsPath) {
-      try {
-        await unmountNetns(row.netnsPath);
-      } catch (err) {
-        throw new StepError('netns-unmount', err);
-      }
-    }
+    await this.teardown.unmountShm(id);
+    await this.teardown.unmountNetns(id);
   }
 
-  private async stopInfra(row: SandboxRow): Promise<void> {
+  private async stopInfra(sandbox: Sandbox): Promise<void> {
     const { runc, config } = this.deps;
-    try {
-      const state = await runc.state(row.id);
-      const pid = state?.pid || row.pid;
+    const { id } = sandbox;
+    await asStep('infra-stop', async () => {
+      const state = await runc.state(id);
+      const pid = state?.pid || sandbox.pid;
       if (!state || state.status === 'stopped' || !(await isRunning(pid))) return;
-      await runc.kill(row.id, 'SIGTERM');
+      await runc.kill(id, 'SIGTERM');
       if (await waitForExit(pid, config.stopGraceMs)) return;
-      await runc.kill(row.id, 'SIGKILL');
+      await runc.kill(id, 'SIGKILL');
       if (!(await waitForExit(pid, 10_000))) throw new Error(`infra process ${pid} survived SIGKILL`);
-    } catch (err) {
-      throw new StepError('infra-stop', err);
-    }
-  }
-
-  /** A DEL failure is thrown (kubelet retries Stop) and the row keeps saying the network is up. */
-  private async teardownNetwork(row: SandboxRow): Promise<void> {
-    if (row.networkState !== 'ADDING' && row.networkState !== 'READY') return;
-    try {
-      await detach(this.deps.cni, row);
-    } catch (err) {
-      throw new StepError('cni-del', err);
-    }
-    this.deps.store.updateSandbox(row.id, { networkState: 'TORN_DOWN' });
+    });
   }
 
   /** Idempotent: an unknown id is success. */
   async remove(idOrPrefix: string): Promise<void> {
-    const found = this.resolve(idOrPrefix, true);
+    const found = findSandbox(this.deps.store, idOrPrefix, true);
     if (!found) return;
     await this.deps.pods.close(found.id, () => this.removeClosed(found.id));
   }
 
   private async removeClosed(id: string): Promise<void> {
     await this.sandboxLock.with(id, async () => {
-      const { store, runc } = this.deps;
-      const row = store.getSandbox(id);
-      if (!row) return;
+      const sandbox = this.deps.store.sandboxes.get(id);
+      if (!sandbox) return;
       const needsStop =
-        row.state !== 'NOTREADY' ||
-        row.networkState === 'ADDING' ||
-        row.networkState === 'READY' ||
-        (row.netnsPath !== null && (await isMounted(row.netnsPath)));
-      if (needsStop) await this.stopLocked(row.id);
-      try {
-        await this.deps.containers?.removeAllInSandbox(row.id);
-      } catch (err) {
-        throw new StepError('containers-remove', err);
-      }
-      try {
-        await runc.delete(row.id, { force: true });
-      } catch (err) {
-        throw new StepError('infra-delete', err);
-      }
-      if (row.netnsPath) {
-        try {
-          await removeNetns(row.netnsPath);
-        } catch (err) {
-          throw new StepError('netns-remove', err);
-        }
-      }
-      await unmountShm(row.sandboxDir);
-      await rm(row.sandboxDir, { recursive: true, force: true });
-      store.deleteSandbox(row.id);
-      this.deps.logger.info({ sandbox: row.id }, 'pod sandbox removed');
+        sandbox.state !== 'NOTREADY' ||
+        networkMayBeAttached(sandbox) ||
+        (sandbox.netnsPath !== null && (await isMounted(sandbox.netnsPath)));
+      if (needsStop) await this.stopLocked(id);
+      await asStep('containers-remove', async () => this.deps.containers?.removeAllInSandbox(id));
+      await this.teardown.all(id);
+      this.deps.logger.info({ sandbox: id }, 'pod sandbox removed');
     });
   }
 
   /** The full id of a READY sandbox, for PortForward to validate before it hands out a URL. */
   readyId(idOrPrefix: string): string {
-    return this.resolveReady(idOrPrefix).id;
+    return this.findReady(idOrPrefix).id;
   }
 
   /** A TCP connection to `port` on localhost in the pod's network (the host's for host-network pods). */
   async dialPort(idOrPrefix: string, port: number, signal: AbortSignal): Promise<Duplex> {
-    const row = this.resolveReady(idOrPrefix);
-    const netns = row.hostNetwork ? null : row.netnsPath;
-    if (!row.hostNetwork && !netns)
-      throw new FailedPreconditionError(`pod sandbox ${row.id} has no network namespace`);
+    const sandbox = this.findReady(idOrPrefix);
+    const netns = sandbox.hostNetwork ? null : sandbox.netnsPath;
+    if (!sandbox.hostNetwork && !netns)
+      throw new FailedPreconditionError(`pod sandbox ${sandbox.id} has no network namespace`);
     return dialLocalhost(netns, port, { signal, timeoutMs: this.deps.config.runtimeTimeoutMs });
   }
 
   status(idOrPrefix: string, verbose: boolean): { view: SandboxView; info?: SandboxVerboseInfo } {
-    const row = this.resolve(idOrPrefix, false);
-    const view = toView(row);
+    const sandbox = findSandbox(this.deps.store, idOrPrefix, false);
+    const view = toView(sandbox);
     if (!verbose) return { view };
     return {
       view,
       info: {
-        sandboxKey: row.netnsPath,
-        pid: row.pid,
-        hostNetwork: row.hostNetwork,
-        networkState: row.networkState,
-        cniResult: row.cniResultJson ? JSON.parse(row.cniResultJson) : null,
-        sandboxDir: row.sandboxDir,
-        cgroupParent: row.cgroupParent,
+        sandboxKey: sandbox.netnsPath,
+        pid: sandbox.pid,
+        hostNetwork: sandbox.hostNetwork,
+        networkState: sandbox.networkState,
+        cniResult: sandbox.cniResults,
+        sandboxDir: sandbox.sandboxDir,
+        cgroupParent: sandbox.cgroupParent,
       },
     };
   }
 
   list(filter: SandboxFilter): SandboxView[] {
-    const { store } = this.deps;
-    const rows = filter.id ? store.findSandboxesByIdPrefix(filter.id) : store.listSandboxes();
-    return rows
-      .filter((row) => row.state !== 'CREATING')
+    const { sandboxes } = this.deps.store;
+    const found = filter.id ? sandboxes.findByIdPrefix(filter.id) : sandboxes.list();
+    return found
+      .filter((sandbox) => sandbox.state !== 'CREATING')
       .map(toView)
       .filter((view) => !filter.state || view.state === filter.state)
       .filter((view) => matchesLabels(view.labels, filter.labelSelector));
   }
 
-  private resolveReady(idOrPrefix: string): SandboxRow {
-    const row = this.resolve(idOrPrefix, false);
-    if (row.state !== 'READY') throw new FailedPreconditionError(`pod sandbox ${row.id} is not ready`);
-    return row;
-  }
-
-  private resolve(idOrPrefix: string, allowMissing: true): SandboxRow | undefined;
-  private resolve(idOrPrefix: string, allowMissing: false): SandboxRow;
-  private resolve(idOrPrefix: string, allowMissing: boolean): SandboxRow | undefined {
-    return allowMissing
-      ? findSandbox(this.deps.store, idOrPrefix, true)
-      : findSandbox(this.deps.store, idOrPrefix, false);
+  private findReady(idOrPrefix: string): Sandbox {
+    const sandbox = findSandbox(this.deps.store, idOrPrefix, false);
+    if (sandbox.state !== 'READY')
+      throw new FailedPreconditionError(`pod sandbox ${sandbox.id} is not ready`);
+    return sandbox;
   }
 }
 
-export function toView(row: SandboxRow): SandboxView {
-  const spec = JSON.parse(row.configJson) as SandboxSpec;
+export function toView(sandbox: Sandbox): SandboxView {
+  const { spec } = sandbox;
   return {
-    id: row.id,
+    id: sandbox.id,
     metadata: spec.metadata,
-    state: row.state === 'READY' ? 'SANDBOX_READY' : 'SANDBOX_NOTREADY',
-    createdAt: row.createdAt,
-    ip: row.ip,
-    additionalIps: row.additionalIps,
+    state: sandbox.state === 'READY' ? 'SANDBOX_READY' : 'SANDBOX_NOTREADY',
+    createdAt: sandbox.createdAt,
+    ip: sandbox.ip,
+    additionalIps: sandbox.additionalIps,
     namespaces: spec.namespaces,
     labels: spec.labels,
     annotations: spec.annotations,
-    runtimeHandler: row.runtimeHandler,
+    runtimeHandler: sandbox.runtimeHandler,
   };
 }

@@ -809,7 +809,7 @@ interface Calls {
   list: ContainerFilter[];
 }
 
-/** A plain object with ContainerService's public methods; only the translation is under test. */
+/** A plain object with the public methods of ContainerService's parts; only the translation is under test. */
 function fakeService(exec: Partial<ExecSyncResult> = {}) {
   const calls: Calls = { create: [], stop: [], exec: [], update: [], list: [] };
   const known = (id: string) => {
@@ -865,7 +865,8 @@ function fakeService(exec: Partial<ExecSyncResult> = {}) {
       return [STATS];
     },
   };
-  return { calls, service: fake as unknown as ContainerService };
+  const parts = { lifecycle: fake, exec: fake, stats: fake, views: fake };
+  return { calls, service: parts as unknown as ContainerService };
 }
 
 /** Calls a handler as the edge would, outside gRPC, so the typed error itself is seen. */

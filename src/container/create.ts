@@ -1,0 +1,170 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, realpath, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { FailedPreconditionError, InvalidArgumentError, NotFoundError, StepError } from '../errors.js';
+import { containerDir, prepareRootfs } from '../imagestore/rootfs.js';
+import { newContainer, type ContainerSpec } from '../model/container.js';
+import type { Sandbox } from '../model/sandbox.js';
+import { cgroupsPath } from '../oci/cgroups.js';
+import { pauseIfAsked } from '../operation/pause.js';
+import { Steps } from '../operation/steps.js';
+import { findSandbox } from '../sandbox/lookup.js';
+import { nowNanos } from '../time.js';
+import type { ContainerServiceDeps } from './context.js';
+import { imageConfigOf } from './image-config.js';
+import { findContainer } from './lookup.js';
+import { prepareSpec, type PrepareInput } from './prepare.js';
+import type { ContainerTeardown, CreateStep } from './teardown.js';
+
+/**
+ * CreateContainer: a journal record first, then the named steps of teardown.ts's CREATE_STEPS,
+ * each registering its undo before it acts.
+ */
+export class ContainerCreation {
+  private guard: Promise<PrepareInput['guard']> | null = null;
+
+  constructor(
+    private readonly deps: ContainerServiceDeps,
+    private readonly teardown: ContainerTeardown,
+  ) {}
+
+  /** Call inside the pod's gate: a Stop or Remove of the pod that closed it meanwhile is finished. */
+  async inPod(podId: string, spec: ContainerSpec): Promise<string> {
+    const { config, store, images } = this.deps;
+    const sandbox = findSandbox(store, podId, false);
+    if (sandbox.state !== 'READY' || sandbox.pid <= 0) {
+      throw new FailedPreconditionError(`pod sandbox ${sandbox.id} is not ready`);
+    }
+    const resolved = images.resolve(spec.image);
+    if (!resolved) throw new NotFoundError('image', spec.image);
+    const image = resolved.record;
+    const imageConfig = imageConfigOf(image);
+    const pod = sandbox.spec;
+
+    const id = randomBytes(32).toString('hex');
+    const log = this.deps.logger.child({ container: id, sandbox: sandbox.id });
+    const bundleDir = join(containerDir(id, config.rootDir), 'bundle');
+    const logPath = pod.logDirectory && spec.logPath ? join(pod.logDirectory, spec.logPath) : '';
+    // Containers nest in their pod's cgroup parent, so pod-level limits and accounting cover them.
+    const cgroups = cgroupsPath(config.cgroupDriver, pod.cgroupParent, id);
+
+    // The record is the journal, written first: a crash later leaves a CREATING record that
+    // start-up rolls back. It also reserves the (sandbox, name, attempt) triple.
+    store.typedContainers.insert(
+      newContainer({
+        id,
+        sandboxId: sandbox.id,
+        spec,
+        imageId: image.id,
+        createdAt: nowNanos(),
+        logPath,
+        bundleDir,
+        cgroupsPath: cgroups,
+      }),
+    );
+
+    const steps = new Steps(log, async (step) => {
+      store.typedContainers.beginStep(id, step);
+      await pauseIfAsked(
+        {
+          pauseBeforeStep: this.deps.pauseBeforeStep,
+          stateDir: config.stateDir,
+          operation: 'CreateContainer',
+        },
+        step,
+        log,
+      );
+    });
+    const step = <T>(name: CreateStep, act: () => Promise<T>): Promise<T> =>
+      steps.run(name, async () => {
+        const undo = this.teardown.undoOf(name, id);
+        if (undo) steps.onUndo(name, undo);
+        return act();
+      });
+    try {
+      const rootfs = await step('rootfs', () =>
+        prepareRootfs(id, imageConfig.rootfs.diff_ids, config.rootDir),
+      );
+      await step('spec', async () => {
+        const prepared = await prepareSpec({
+          containerId: id,
+          spec,
+          sandbox,
+          image: { name: spec.image, config: imageConfig.config ?? {} },
+          rootfsPath: rootfs,
+          cgroupsPath: cgroups,
+          targetPid: this.targetPid(spec, sandbox),
+          guard: await this.mountGuard(),
+        });
+        await mkdir(bundleDir, { recursive: true, mode: 0o700 });
+        await writeFile(join(bundleDir, 'config.json'), JSON.stringify(prepared.spec));
+        store.typedContainers.userResolved(id, prepared.user);
+        for (const note of prepared.notes) log.warn(note);
+      });
+      await step('monitor', async () => {
+        const created = await this.deps.conmon.create({
+          id,
+          name: `${pod.metadata.namespace}_${pod.metadata.name}_${spec.metadata.name}`,
+          bundleDir,
+          logPath,
+          stdin: spec.stdin,
+          stdinOnce: spec.stdinOnce,
+          tty: spec.tty,
+        });
+        store.typedContainers.processCreated(id, created);
+      });
+      store.typedContainers.markCreated(id);
+      steps.release();
+      log.info({ name: spec.metadata.name, stepsMs: steps.timingsMs }, 'container created');
+      return id;
+    } catch (err) {
+      const failure = err instanceof StepError ? err : new StepError('create', err);
+      log.error({ step: failure.step, err: failure.message }, 'CreateContainer failed, undoing');
+      const failedUndos = await steps.unwind();
+      if (failedUndos.length === 0) {
+        store.typedContainers.delete(id);
+      } else {
+        // Visible as exited, so kubelet's garbage collection removes it and retries the cleanup.
+        store.typedContainers.createFailed(id, {
+          exitCode: 128,
+          reason: 'CreateError',
+          message: failure.message,
+          finishedAt: nowNanos(),
+        });
+      }
+      throw failure;
+    }
+  }
+
+  /**
+   * berth's own dirs and files, as real paths: no hostPath source is created in them, and its
+   * database and socket are never mounted. Worked out once; the paths do not move while berthd runs.
+   */
+  private mountGuard(): Promise<PrepareInput['guard']> {
+    const { config } = this.deps;
+    const real = (p: string): Promise<string> => realpath(p).catch(() => p);
+    this.guard ??= (async () => {
+      const db = join(config.rootDir, 'berth.db');
+      return {
+        noCreateUnder: await Promise.all([config.rootDir, config.stateDir].map(real)),
+        forbiddenSources: await Promise.all([db, `${db}-wal`, `${db}-shm`, config.socket].map(real)),
+      };
+    })();
+    return this.guard;
+  }
+
+  private targetPid(spec: ContainerSpec, sandbox: Sandbox): number | null {
+    if (spec.security.namespaces.pid !== 'TARGET') return null;
+    const target = findContainer(this.deps.store, spec.security.namespaces.targetId);
+    if (target.sandboxId !== sandbox.id) {
+      throw new InvalidArgumentError(
+        'config.linux.security_context.namespace_options.target_id',
+        `container ${target.id} is in another pod sandbox`,
+      );
+    }
+    if (target.state !== 'RUNNING' || target.pid <= 0) {
+      throw new FailedPreconditionError(`target container ${target.id} is not running`);
+    }
+    return target.pid;
+  }
+}

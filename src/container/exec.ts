@@ -1,0 +1,83 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { BerthConfig } from '../config/types.js';
+import { FailedPreconditionError, errorMessage } from '../errors.js';
+import type { Container } from '../model/container.js';
+import { attachToMonitor } from '../monitor/attach.js';
+import { execStream, type ExecStreamIo } from '../oci/exec-stream.js';
+import { EXEC_SYNC_OUTPUT_CAP, execSync } from '../oci/exec-sync.js';
+import type { Process, Spec } from '../oci/spec.js';
+import type { ContainerServiceDeps } from './context.js';
+import { findRunning } from './lookup.js';
+import { timerMs } from './timer.js';
+import type { ExecSyncResult } from './types.js';
+
+/** Where each exec's process file, pid file and runc log live while it runs; swept at start-up. */
+export function execDirs(config: BerthConfig): string {
+  return join(config.stateDir, 'exec');
+}
+
+/** Processes run in a running container besides its own (ExecSync, streaming exec), and attaching to its own. */
+export class ContainerExec {
+  constructor(private readonly deps: ContainerServiceDeps) {}
+
+  /** A timeout is a result (timedOut), not an error: src/cri decides what kubelet must see. */
+  async execSync(
+    idOrPrefix: string,
+    cmd: string[],
+    timeoutSeconds: number,
+    signal?: AbortSignal,
+  ): Promise<ExecSyncResult> {
+    const container = findRunning(this.deps.store, idOrPrefix);
+    const process = await execProcess(container, cmd);
+    return execSync(this.deps.runc, container.id, process, {
+      timeoutMs: timerMs(timeoutSeconds),
+      maxOutputBytes: EXEC_SYNC_OUTPUT_CAP,
+      tmpDir: execDirs(this.deps.config),
+      ...(signal ? { signal } : {}),
+    });
+  }
+
+  /** The full id of a running container, for the streaming RPCs to validate before they hand out a URL. */
+  runningId(idOrPrefix: string): string {
+    return findRunning(this.deps.store, idOrPrefix).id;
+  }
+
+  /** A streaming exec: as ExecSync, with the client's streams and terminal. Resolves with the exit code. */
+  async execStream(idOrPrefix: string, cmd: string[], io: ExecStreamIo): Promise<number> {
+    const container = findRunning(this.deps.store, idOrPrefix);
+    const process = await execProcess(container, cmd);
+    return execStream(this.deps.runc, container.id, process, io, execDirs(this.deps.config));
+  }
+
+  /** Joins the container's own stdio (held by conmon) until its output ends or the client leaves. */
+  async attach(idOrPrefix: string, io: ExecStreamIo): Promise<void> {
+    const { conmon, logger } = this.deps;
+    const container = findRunning(this.deps.store, idOrPrefix);
+    const { spec } = container;
+    const onResize = (size: { width: number; height: number }): void => {
+      conmon.resizeTerminal(container.bundleDir, size).catch((err: unknown) => {
+        logger.debug({ container: container.id, err: errorMessage(err) }, 'terminal resize failed');
+      });
+    };
+    if (spec.tty) {
+      if (io.resize.current) onResize(io.resize.current);
+      io.resize.on('resize', onResize);
+    }
+    try {
+      await attachToMonitor(
+        { socketDir: conmon.socketDirOf(container.id), closeStdinOnEnd: spec.stdinOnce && !spec.tty },
+        { ...io, stdin: spec.stdin ? io.stdin : null },
+      );
+    } finally {
+      io.resize.off('resize', onResize);
+    }
+  }
+}
+
+/** The container's own process (user, env, cwd, capabilities…) running `cmd` instead. */
+async function execProcess(container: Container, cmd: string[]): Promise<Process> {
+  const spec = JSON.parse(await readFile(join(container.bundleDir, 'config.json'), 'utf8')) as Spec;
+  if (!spec.process) throw new FailedPreconditionError(`container ${container.id} has no process spec`);
+  return { ...spec.process, args: cmd, terminal: false };
+}

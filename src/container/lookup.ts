@@ -1,0 +1,80 @@
+import { FailedPreconditionError, NotFoundError } from '../errors.js';
+import type { Container } from '../model/container.js';
+import { findByIdOrPrefix, matchesLabels, type RecordKind } from '../operation/lookup.js';
+import type { Store } from '../store/index.js';
+import type { ContainerFilter, ContainerStateName } from './types.js';
+
+/** A container record is the create's journal: until the create is done, clients do not see it. */
+const CONTAINER: RecordKind<Container> = {
+  field: 'container_id',
+  noun: 'container',
+  plural: 'containers',
+  hidden: (container) => container.state === 'CREATING',
+};
+
+/** By exact id or unique prefix, as clients name containers; NotFound otherwise. */
+export function findContainer(store: Store, idOrPrefix: string): Container {
+  return findByIdOrPrefix(store.typedContainers, idOrPrefix, CONTAINER, false);
+}
+
+/** As findContainer, for the idempotent calls to which an unknown container is no error. */
+export function findContainerIfAny(store: Store, idOrPrefix: string): Container | undefined {
+  return findByIdOrPrefix(store.typedContainers, idOrPrefix, CONTAINER, true);
+}
+
+/** By full id, as it is now: for re-reading a container under its lock. */
+export function currentContainer(store: Store, id: string): Container {
+  const container = store.typedContainers.get(id);
+  if (!container) throw new NotFoundError('container', id);
+  return container;
+}
+
+/** For the calls that need a process to work in (exec, attach, log reopening). */
+export function findRunning(store: Store, idOrPrefix: string): Container {
+  const container = findContainer(store, idOrPrefix);
+  if (container.state !== 'RUNNING') {
+    throw new FailedPreconditionError(`container ${container.id} is ${stateWord(container)}, not running`);
+  }
+  return container;
+}
+
+/** The containers a CRI filter selects (creates in progress are not containers yet). */
+export function selectContainers(store: Store, filter: ContainerFilter): Container[] {
+  let found = filter.id ? store.typedContainers.findByIdPrefix(filter.id) : store.typedContainers.list();
+  if (filter.podSandboxId) {
+    const sandboxIds = new Set(
+      store.sandboxes.get(filter.podSandboxId)
+        ? [filter.podSandboxId]
+        : store.sandboxes.findByIdPrefix(filter.podSandboxId).map((s) => s.id),
+    );
+    found = found.filter((container) => sandboxIds.has(container.sandboxId));
+  }
+  return found
+    .filter((container) => container.state !== 'CREATING')
+    .filter((container) => !filter.state || stateName(container) === filter.state)
+    .filter((container) => matchesLabels(container.spec.labels, filter.labelSelector));
+}
+
+/** Created or running: runc has its process, and a conmon watches it. */
+export function hasProcess(container: Pick<Container, 'state'>): boolean {
+  return container.state === 'CREATED' || container.state === 'RUNNING';
+}
+
+/** The state as CRI names it. */
+export function stateName(container: Pick<Container, 'state'>): ContainerStateName {
+  switch (container.state) {
+    case 'CREATED':
+      return 'CONTAINER_CREATED';
+    case 'RUNNING':
+      return 'CONTAINER_RUNNING';
+    case 'EXITED':
+      return 'CONTAINER_EXITED';
+    default:
+      return 'CONTAINER_UNKNOWN';
+  }
+}
+
+/** The state as error messages say it. */
+export function stateWord(container: Pick<Container, 'state'>): string {
+  return container.state.toLowerCase();
+}

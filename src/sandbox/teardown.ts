@@ -1,0 +1,96 @@
+import type { Cni } from '../cni/index.js';
+import { StepError } from '../errors.js';
+import type { Sandbox } from '../model/sandbox.js';
+import { removeNetns, unmountNetns } from '../netns/index.js';
+import type { Runc } from '../oci/runc.js';
+import type { SandboxRepo } from '../store/index.js';
+import { removeSandboxDir, unmountShm } from './files.js';
+import { detach } from './network.js';
+
+export interface TeardownDeps {
+  sandboxes: SandboxRepo;
+  cni: Cni;
+  runc: Runc;
+}
+
+/** ADDING counts: a crash or failure mid-ADD may have left an attachment that only a DEL removes. */
+export function networkMayBeAttached(sandbox: Pick<Sandbox, 'networkState'>): boolean {
+  return sandbox.networkState === 'ADDING' || sandbox.networkState === 'READY';
+}
+
+/**
+ * The undo of everything RunPodSandbox makes, one named action per thing, each written once for
+ * the three callers that need it: the undos of a failed RunPodSandbox, RemovePodSandbox, and the
+ * start-up repair of a RunPodSandbox a daemon exit interrupted (StopPodSandbox uses the network
+ * and netns ones). Each action reads the sandbox's journal record as it is NOW, because the
+ * record changes after an undo is registered (the CNI input is recorded later), and each is
+ * idempotent: with no record, or nothing recorded to undo, it does nothing, so a teardown that
+ * failed halfway can simply be run again.
+ */
+export class SandboxTeardown {
+  constructor(private readonly deps: TeardownDeps) {}
+
+  /** Kills and deletes the infra container, whatever state runc has it in. */
+  async deleteInfra(id: string): Promise<void> {
+    if (!this.deps.sandboxes.get(id)) return;
+    await asStep('infra-delete', () => this.deps.runc.delete(id, { force: true }));
+  }
+
+  /**
+   * DEL of every network the record says may be attached, then the record says torn down. A failed
+   * DEL leaves the record saying the network is up, so that the next teardown retries it. Returns
+   * whether there was a network to release.
+   */
+  async releaseNetwork(id: string): Promise<boolean> {
+    const sandbox = this.deps.sandboxes.get(id);
+    if (!sandbox || !networkMayBeAttached(sandbox)) return false;
+    await asStep('cni-del', () => detach(this.deps.cni, sandbox));
+    this.deps.sandboxes.networkTornDown(id);
+    return true;
+  }
+
+  /** Stop's half of the netns teardown: the pin stays, a file, until Remove. */
+  async unmountNetns(id: string): Promise<void> {
+    const netnsPath = this.deps.sandboxes.get(id)?.netnsPath;
+    if (!netnsPath) return;
+    await asStep('netns-unmount', () => unmountNetns(netnsPath));
+  }
+
+  async removeNetns(id: string): Promise<void> {
+    const netnsPath = this.deps.sandboxes.get(id)?.netnsPath;
+    if (!netnsPath) return;
+    await asStep('netns-remove', () => removeNetns(netnsPath));
+  }
+
+  async unmountShm(id: string): Promise<void> {
+    const sandbox = this.deps.sandboxes.get(id);
+    if (sandbox) await unmountShm(sandbox.sandboxDir);
+  }
+
+  /** The shm tmpfs goes with it. */
+  async removeDir(id: string): Promise<void> {
+    const sandbox = this.deps.sandboxes.get(id);
+    if (sandbox) await removeSandboxDir(sandbox.sandboxDir);
+  }
+
+  /**
+   * Everything, newest first, then the record itself. Stops at the first failure and keeps the
+   * record, so the next Remove (or start-up repair) retries from there.
+   */
+  async all(id: string): Promise<void> {
+    await this.deleteInfra(id);
+    await this.releaseNetwork(id);
+    await this.removeNetns(id);
+    await this.removeDir(id);
+    this.deps.sandboxes.delete(id);
+  }
+}
+
+/** Runs `act`, failing as a StepError naming `step`: what the client sees says which part failed. */
+export async function asStep<T>(step: string, act: () => Promise<T>): Promise<T> {
+  try {
+    return await act();
+  } catch (err) {
+    throw new StepError(step, err);
+  }
+}
