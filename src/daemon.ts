@@ -103,7 +103,7 @@ export async function startDaemon(
     puller: new Puller({ registry, content, layers, repo: store.images, logger }),
     rootDir: config.rootDir,
     logger,
-    usedBy: (imageId) => store.typedContainers.imageInUse(imageId),
+    usedBy: (imageId) => store.containers.imageInUse(imageId),
   });
 
   const pods = new PodGate();

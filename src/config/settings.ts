@@ -4,6 +4,7 @@
  * flag and file parsing, --help, the sample config/berth.toml and the README's table all come from
  * this table.
  */
+import { CGROUP_DRIVERS } from '../oci/cgroups.js';
 import {
   absolutePath,
   choice,
@@ -41,7 +42,6 @@ function setting<T>(declared: Setting<T>): Setting<T> {
 }
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
-const CGROUP_DRIVERS = ['cgroupfs', 'systemd'] as const;
 
 /** In the order of --help, the sample config and the README. Top-level keys come first, as TOML needs. */
 const DECLARED = {

@@ -2,5 +2,4 @@
 import type { BerthConfig } from './settings.js';
 
 export type { BerthConfig } from './settings.js';
-export type CgroupDriver = BerthConfig['cgroupDriver'];
 export type LogLevel = BerthConfig['logLevel'];

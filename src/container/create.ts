@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, realpath, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { FailedPreconditionError, InvalidArgumentError, NotFoundError, StepError } from '../errors.js';
+import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from '../errors.js';
 import { containerDir, prepareRootfs } from '../imagestore/rootfs.js';
 import { newContainer, type ContainerSpec } from '../model/container.js';
 import type { Sandbox } from '../model/sandbox.js';
@@ -11,7 +11,6 @@ import { Steps } from '../operation/steps.js';
 import { findSandbox } from '../sandbox/lookup.js';
 import { nowNanos } from '../time.js';
 import type { ContainerServiceDeps } from './context.js';
-import { imageConfigOf } from './image-config.js';
 import { findContainer } from './lookup.js';
 import { prepareSpec, type PrepareInput } from './prepare.js';
 import type { ContainerTeardown, CreateStep } from './teardown.js';
@@ -38,7 +37,7 @@ export class ContainerCreation {
     const resolved = images.resolve(spec.image);
     if (!resolved) throw new NotFoundError('image', spec.image);
     const image = resolved.record;
-    const imageConfig = imageConfigOf(image);
+    const imageConfig = image.config;
     const pod = sandbox.spec;
 
     const id = randomBytes(32).toString('hex');
@@ -50,7 +49,7 @@ export class ContainerCreation {
 
     // The record is the journal, written first: a crash later leaves a CREATING record that
     // start-up rolls back. It also reserves the (sandbox, name, attempt) triple.
-    store.typedContainers.insert(
+    store.containers.insert(
       newContainer({
         id,
         sandboxId: sandbox.id,
@@ -64,7 +63,7 @@ export class ContainerCreation {
     );
 
     const steps = new Steps(log, async (step) => {
-      store.typedContainers.beginStep(id, step);
+      store.containers.beginStep(id, step);
       await pauseIfAsked(
         {
           pauseBeforeStep: this.deps.pauseBeforeStep,
@@ -98,7 +97,7 @@ export class ContainerCreation {
         });
         await mkdir(bundleDir, { recursive: true, mode: 0o700 });
         await writeFile(join(bundleDir, 'config.json'), JSON.stringify(prepared.spec));
-        store.typedContainers.userResolved(id, prepared.user);
+        store.containers.userResolved(id, prepared.user);
         for (const note of prepared.notes) log.warn(note);
       });
       await step('monitor', async () => {
@@ -111,28 +110,26 @@ export class ContainerCreation {
           stdinOnce: spec.stdinOnce,
           tty: spec.tty,
         });
-        store.typedContainers.processCreated(id, created);
+        store.containers.processCreated(id, created);
       });
-      store.typedContainers.markCreated(id);
+      store.containers.markCreated(id);
       steps.release();
       log.info({ name: spec.metadata.name, stepsMs: steps.timingsMs }, 'container created');
       return id;
     } catch (err) {
-      const failure = err instanceof StepError ? err : new StepError('create', err);
-      log.error({ step: failure.step, err: failure.message }, 'CreateContainer failed, undoing');
-      const failedUndos = await steps.unwind();
-      if (failedUndos.length === 0) {
-        store.typedContainers.delete(id);
-      } else {
+      throw await steps.abandon(err, {
+        operation: 'CreateContainer',
+        outsideStep: 'create',
+        forget: () => store.containers.delete(id),
         // Visible as exited, so kubelet's garbage collection removes it and retries the cleanup.
-        store.typedContainers.createFailed(id, {
-          exitCode: 128,
-          reason: 'CreateError',
-          message: failure.message,
-          finishedAt: nowNanos(),
-        });
-      }
-      throw failure;
+        keepFailed: (failure) =>
+          store.containers.createFailed(id, {
+            exitCode: 128,
+            reason: 'CreateError',
+            message: failure.message,
+            finishedAt: nowNanos(),
+          }),
+      });
     }
   }
 

@@ -5,12 +5,11 @@ import { FailedPreconditionError, errorMessage } from '../errors.js';
 import type { Container } from '../model/container.js';
 import { attachToMonitor } from '../monitor/attach.js';
 import { execStream, type ExecStreamIo } from '../oci/exec-stream.js';
-import { EXEC_SYNC_OUTPUT_CAP, execSync } from '../oci/exec-sync.js';
+import { EXEC_SYNC_OUTPUT_CAP, execSync, type ExecSyncResult } from '../oci/exec-sync.js';
 import type { Process, Spec } from '../oci/spec.js';
 import type { ContainerServiceDeps } from './context.js';
 import { findRunning } from './lookup.js';
 import { timerMs } from './timer.js';
-import type { ExecSyncResult } from './types.js';
 
 /** Where each exec's process file, pid file and runc log live while it runs; swept at start-up. */
 export function execDirs(config: BerthConfig): string {

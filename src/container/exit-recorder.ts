@@ -20,7 +20,7 @@ export class ExitRecorder {
       this.apply(record);
       // runc's record of a dead container only holds its cgroup; dropping it now keeps
       // RemoveContainer cheap, as containerd deletes its task on exit.
-      if (store.typedContainers.get(record.id)?.state !== 'EXITED') return;
+      if (store.containers.get(record.id)?.state !== 'EXITED') return;
       await runc.delete(record.id).catch((err: unknown) => {
         logger.warn({ container: record.id, err: errorMessage(err) }, 'runc delete after exit failed');
       });
@@ -42,14 +42,14 @@ export class ExitRecorder {
    * the daemon calls this every few seconds. One /proc read per live container.
    */
   async checkMonitors(): Promise<void> {
-    for (const container of this.ctx.deps.store.typedContainers.list()) await this.checkMonitor(container);
+    for (const container of this.ctx.deps.store.containers.list()) await this.checkMonitor(container);
   }
 
   async checkMonitor(container: Container): Promise<void> {
     if (!hasProcess(container)) return;
     if (container.monitorPid > 0 && (await isRunning(container.monitorPid))) return;
     await this.ctx.lock.with(container.id, async () => {
-      const current = this.ctx.deps.store.typedContainers.get(container.id);
+      const current = this.ctx.deps.store.containers.get(container.id);
       if (!current || !hasProcess(current)) return;
       const exited = await this.ctx.deps.exits.read(container.id);
       if (exited) this.apply(exited);

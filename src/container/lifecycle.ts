@@ -7,7 +7,6 @@ import { nowNanos } from '../time.js';
 import type { ContainerContext } from './context.js';
 import { ContainerCreation } from './create.js';
 import type { ExitRecorder } from './exit-recorder.js';
-import { imageConfigOf } from './image-config.js';
 import {
   currentContainer,
   findContainer,
@@ -60,10 +59,10 @@ export class ContainerLifecycle {
       } catch (err) {
         // A start that went through before an error (or a retry after a crash) is a start.
         if ((await runc.state(id).catch(() => null))?.status === 'running') {
-          store.typedContainers.markRunning(id, startedAt);
+          store.containers.markRunning(id, startedAt);
           return;
         }
-        store.typedContainers.startFailed(id, startedAt, {
+        store.containers.startFailed(id, startedAt, {
           exitCode: 128,
           reason: 'StartError',
           message: errorMessage(err),
@@ -71,7 +70,7 @@ export class ContainerLifecycle {
         });
         throw new StepError('start', err);
       }
-      store.typedContainers.markRunning(id, startedAt);
+      store.containers.markRunning(id, startedAt);
       logger.info({ container: id }, 'container started');
     });
     // An exit that raced the start waited for the lock; make sure it is not lost.
@@ -115,7 +114,7 @@ export class ContainerLifecycle {
     const state = await runc.state(id);
     const alive = state !== null && state.status !== 'stopped' && (await isRunning(state.pid));
     if (alive) throw new StepError('stop', new Error(`container ${id} did not exit after SIGKILL`));
-    store.typedContainers.markExited(id, {
+    store.containers.markExited(id, {
       exitCode: 137,
       reason: 'Error',
       message: 'killed by StopContainer; its monitor was gone, so the exit was not recorded by conmon',
@@ -128,7 +127,7 @@ export class ContainerLifecycle {
     const found = findContainerIfAny(this.ctx.deps.store, idOrPrefix);
     if (!found) return;
     await this.ctx.lock.with(found.id, async () => {
-      const container = this.ctx.deps.store.typedContainers.get(found.id);
+      const container = this.ctx.deps.store.containers.get(found.id);
       if (!container) return;
       if (hasProcess(container)) await this.stopLocked(container.id, 0);
       await this.teardown.all(container.id);
@@ -159,7 +158,7 @@ export class ContainerLifecycle {
         );
       }
       await runc.update(container.id, linuxResources(await supportedResources(resources, 'linux')));
-      store.typedContainers.updateResources(container.id, resources);
+      store.containers.updateResources(container.id, resources);
     });
   }
 
@@ -171,7 +170,7 @@ export class ContainerLifecycle {
   }
 
   private createdIn(sandboxId: string): Container[] {
-    return this.ctx.deps.store.typedContainers
+    return this.ctx.deps.store.containers
       .listBySandbox(sandboxId)
       .filter((container) => container.state !== 'CREATING');
   }
@@ -179,6 +178,6 @@ export class ContainerLifecycle {
   private stopSignal(container: Container): string {
     const image = this.ctx.deps.store.images.getImage(container.imageId);
     if (!image) return 'SIGTERM';
-    return imageConfigOf(image).config?.StopSignal || 'SIGTERM';
+    return image.config.config?.StopSignal || 'SIGTERM';
   }
 }

@@ -14,17 +14,17 @@ const CONTAINER: RecordKind<Container> = {
 
 /** By exact id or unique prefix, as clients name containers; NotFound otherwise. */
 export function findContainer(store: Store, idOrPrefix: string): Container {
-  return findByIdOrPrefix(store.typedContainers, idOrPrefix, CONTAINER, false);
+  return findByIdOrPrefix(store.containers, idOrPrefix, CONTAINER, false);
 }
 
 /** As findContainer, for the idempotent calls to which an unknown container is no error. */
 export function findContainerIfAny(store: Store, idOrPrefix: string): Container | undefined {
-  return findByIdOrPrefix(store.typedContainers, idOrPrefix, CONTAINER, true);
+  return findByIdOrPrefix(store.containers, idOrPrefix, CONTAINER, true);
 }
 
 /** By full id, as it is now: for re-reading a container under its lock. */
 export function currentContainer(store: Store, id: string): Container {
-  const container = store.typedContainers.get(id);
+  const container = store.containers.get(id);
   if (!container) throw new NotFoundError('container', id);
   return container;
 }
@@ -40,7 +40,7 @@ export function findRunning(store: Store, idOrPrefix: string): Container {
 
 /** The containers a CRI filter selects (creates in progress are not containers yet). */
 export function selectContainers(store: Store, filter: ContainerFilter): Container[] {
-  let found = filter.id ? store.typedContainers.findByIdPrefix(filter.id) : store.typedContainers.list();
+  let found = filter.id ? store.containers.findByIdPrefix(filter.id) : store.containers.list();
   if (filter.podSandboxId) {
     const sandboxIds = new Set(
       store.sandboxes.get(filter.podSandboxId)

@@ -6,7 +6,7 @@
 import { access, copyFile, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { FailedPreconditionError, InvalidArgumentError } from '../errors.js';
-import type { ImageRuntimeConfig } from '../image/types.js';
+import type { ImageRuntimeConfig } from '../model/image.js';
 import type { ContainerResources, ContainerSpec, SecurityProfile } from '../model/container.js';
 import type { Sandbox } from '../model/sandbox.js';
 import { allCapabilities, effectiveCapabilities } from '../oci/capabilities.js';

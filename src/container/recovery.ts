@@ -49,7 +49,7 @@ export async function recoverContainers(deps: ContainerRecoveryDeps): Promise<Co
     orphanDirs: [],
     orphanExitFiles: [],
   };
-  for (const container of store.typedContainers.list()) {
+  for (const container of store.containers.list()) {
     try {
       if (container.state === 'CREATING') {
         await teardown.all(container.id);
@@ -91,7 +91,7 @@ async function removeOrphans(
   report: ContainerRecoveryReport,
 ) {
   const { store, config, logger } = deps;
-  const known = new Set(store.typedContainers.list().map((c) => c.id));
+  const known = new Set(store.containers.list().map((c) => c.id));
   for (const id of await listRootfsDirs(config.rootDir)) {
     if (known.has(id)) continue;
     await teardown.removeFiles(id);

@@ -22,9 +22,9 @@ export interface LostDeps {
  * as is. Returns whether it changed the container.
  */
 export function recordExit(store: Store, record: ExitRecord): boolean {
-  const container = store.typedContainers.get(record.id);
+  const container = store.containers.get(record.id);
   if (!container || container.state === 'EXITED' || container.state === 'CREATING') return false;
-  store.typedContainers.markExited(container.id, {
+  store.containers.markExited(container.id, {
     exitCode: record.exitCode,
     reason: exitReason(record),
     message: '',
@@ -60,7 +60,7 @@ export async function settleUnmonitored(
   if (monitorAlive && (processAlive || state?.status === 'stopped')) {
     // A stopped process under a live conmon: its exit file is about to be written.
     if (container.state === 'CREATED' && state?.status === 'running') {
-      store.typedContainers.markRunning(container.id, nowNanos());
+      store.containers.markRunning(container.id, nowNanos());
       logger.warn(
         { container: container.id },
         'container was started by an interrupted StartContainer: running',
@@ -71,7 +71,7 @@ export async function settleUnmonitored(
   }
   if (processAlive) {
     await runc.kill(container.id, 'SIGKILL', true);
-    store.typedContainers.markExited(container.id, {
+    store.containers.markExited(container.id, {
       exitCode: 137,
       reason: 'Error',
       message: 'killed by berthd: its monitor (conmon) was gone',
@@ -80,7 +80,7 @@ export async function settleUnmonitored(
     logger.warn({ container: container.id }, 'container had lost its monitor: killed');
     return 'killed';
   }
-  store.typedContainers.markExited(container.id, {
+  store.containers.markExited(container.id, {
     exitCode: 255,
     reason: 'Unknown',
     message: opts.rebooted

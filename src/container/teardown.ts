@@ -43,7 +43,7 @@ export class ContainerTeardown {
 
   /** runc's container, its conmon and the files they keep. */
   async discardProcess(id: string): Promise<void> {
-    const monitorPid = this.deps.store.typedContainers.get(id)?.monitorPid ?? 0;
+    const monitorPid = this.deps.store.containers.get(id)?.monitorPid ?? 0;
     await this.deps.conmon.release(id, monitorPid);
     await this.deps.exits.forget(id);
   }
@@ -59,10 +59,10 @@ export class ContainerTeardown {
    * at the first failure and keeps the record, so that the next Remove (or start-up) retries.
    */
   async all(id: string): Promise<void> {
-    const container = this.deps.store.typedContainers.get(id);
+    const container = this.deps.store.containers.get(id);
     if (!container) return;
     for (const step of begunSteps(container).reverse()) await this.undos[step]?.(id);
-    this.deps.store.typedContainers.delete(id);
+    this.deps.store.containers.delete(id);
   }
 }
 

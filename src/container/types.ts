@@ -1,22 +1,6 @@
 /** What the container service reports and filters by; the stored container itself is src/model/container.ts. */
 import type { Container, ContainerMetadata, ContainerMount, ContainerResources } from '../model/container.js';
 
-// Moved to src/model/container.ts; re-exported until importers move there.
-export type {
-  ContainerMetadata,
-  ContainerMount,
-  ContainerNamespaces,
-  ContainerResources,
-  ContainerSecurity,
-  ContainerSpec,
-  DeviceMapping,
-  HugepageLimit,
-  KeyValue,
-  MountPropagation,
-  SecurityProfile,
-} from '../model/container.js';
-export type { ExecSyncResult } from '../oci/exec-sync.js';
-
 export type ContainerStateName =
   'CONTAINER_CREATED' | 'CONTAINER_RUNNING' | 'CONTAINER_EXITED' | 'CONTAINER_UNKNOWN';
 

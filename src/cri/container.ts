@@ -2,19 +2,21 @@ import { DeadlineExceededError, InvalidArgumentError } from '../errors.js';
 import type { ContainerService } from '../container/service.js';
 import type {
   ContainerFilter,
+  ContainerStateName,
+  ContainerStatsView,
+  ContainerView,
+} from '../container/types.js';
+import type {
   ContainerMount,
   ContainerNamespaces,
   ContainerResources,
   ContainerSecurity,
   ContainerSpec,
-  ContainerStateName,
-  ContainerStatsView,
-  ContainerView,
   DeviceMapping,
-  KeyValue,
-  MountPropagation,
   SecurityProfile,
-} from '../container/types.js';
+} from '../model/container.js';
+import type { KeyValue } from '../oci/container.js';
+import type { MountPropagation } from '../oci/mounts.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
 import type { UnaryHandlers } from './handler.js';
 import { jsonInfo, type Received, type Sent } from './messages.js';

@@ -1,14 +1,8 @@
 import { InvalidArgumentError } from '../errors.js';
 import { nowNanos } from '../time.js';
 import type { SandboxService } from '../sandbox/service.js';
-import type {
-  PortMapping,
-  Protocol,
-  SandboxFilter,
-  SandboxSpec,
-  SandboxStateName,
-  SandboxView,
-} from '../sandbox/types.js';
+import type { PortMapping, Protocol, SandboxSpec } from '../model/sandbox.js';
+import type { SandboxFilter, SandboxStateName, SandboxView } from '../sandbox/types.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
 import type { UnaryHandlers } from './handler.js';
 import { jsonInfo, type Received, type Sent } from './messages.js';

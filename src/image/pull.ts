@@ -13,7 +13,7 @@ import { selectPlatform } from '../registry/platform.js';
 import type { ImageReference } from '../registry/reference.js';
 import { detectCompression, unpackLayer } from '../unpack/index.js';
 import { SingleFlight } from './singleflight.js';
-import type { ImageConfig } from './types.js';
+import type { ImageConfig } from '../model/image.js';
 
 /** An image whose bytes are all verified, stored and unpacked, ready to be recorded. */
 export interface PulledImage {
@@ -21,7 +21,6 @@ export interface PulledImage {
   manifestDigest: string;
   manifestMediaType: string;
   config: ImageConfig;
-  configBytes: Buffer;
   layers: ImageLayerRef[];
   size: number;
 }
@@ -87,6 +86,10 @@ export class Puller {
     const via = top.endpoint;
     const configBytes = await this.fetchSmallBlob(ref, manifest.config, via, auth, signal);
     const config = parseJson<ImageConfig>(configBytes, 'image config');
+    // The store reads the config back as an object; anything else would make the image unreadable.
+    if (typeof config !== 'object' || config === null || Array.isArray(config)) {
+      throw new ImageFormatError('image config is not a JSON object');
+    }
     const diffIds = config.rootfs?.diff_ids ?? [];
     if (diffIds.length !== manifest.layers.length) {
       throw new ImageFormatError(
@@ -109,7 +112,6 @@ export class Puller {
       manifestDigest: top.digest,
       manifestMediaType,
       config,
-      configBytes,
       layers,
       size,
     };

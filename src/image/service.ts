@@ -62,7 +62,7 @@ export class ImageService {
           id: pulled.id,
           manifestDigest: pulled.manifestDigest,
           manifestMediaType: pulled.manifestMediaType,
-          configJson: pulled.configBytes.toString('utf8'),
+          config: pulled.config,
           size: pulled.size,
           layers: pulled.layers,
           createdAt: now,
@@ -96,7 +96,7 @@ export class ImageService {
       info: JSON.stringify({
         manifestDigest: record.manifestDigest,
         layers: record.layers,
-        imageSpec: JSON.parse(record.configJson) as unknown,
+        imageSpec: record.config,
       }),
     };
   }
@@ -195,8 +195,7 @@ export class ImageService {
   }
 
   private view(record: ImageRecord, names: ImageNames = this.deps.repo.imageNames(record.id)): ImageView {
-    const config = JSON.parse(record.configJson) as { config?: { User?: string } };
-    const user = imageUser(config.config?.User);
+    const user = imageUser(record.config.config?.User);
     return {
       id: record.id,
       repoTags: names.repoTags,

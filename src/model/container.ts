@@ -3,32 +3,19 @@
  * ContainerConfig (src/cri builds it from a request); it is stored with the container so that
  * Status, restarts and UpdateContainerResources see exactly what the container was created with.
  */
+import type { ContainerConfigInput, ContainerSecurityInput, ResourceLimits } from '../oci/container.js';
+import type { BindMount } from '../oci/mounts.js';
+import type { ResolvedUser, UserRequest } from '../oci/user.js';
 import { INITIAL_CONTAINER_STATE, type ContainerState } from './container-lifecycle.js';
-import type { NamespaceMode } from './sandbox.js';
+import type { NamespaceOptions } from './sandbox.js';
 
 export interface ContainerMetadata {
   name: string;
   attempt: number;
 }
 
-export interface KeyValue {
-  key: string;
-  value: string;
-}
-
-/** CRI MountPropagation: PRIVATE, HOST_TO_CONTAINER (rslave), BIDIRECTIONAL (rshared). */
-export type MountPropagation = 'PRIVATE' | 'HOST_TO_CONTAINER' | 'BIDIRECTIONAL';
-
-export interface ContainerMount {
-  /** Absolute, inside the container. */
-  containerPath: string;
-  /** Absolute, on the host. A symlink is resolved when the spec is built. */
-  hostPath: string;
-  readonly: boolean;
-  /** Read-only all the way down (submounts too); needs readonly and PRIVATE propagation. */
-  recursiveReadOnly: boolean;
+export interface ContainerMount extends BindMount {
   selinuxRelabel: boolean;
-  propagation: MountPropagation;
 }
 
 export interface DeviceMapping {
@@ -45,90 +32,42 @@ export type SecurityProfile =
   /** `path` is absolute on the host (seccomp: a JSON profile file; AppArmor: a loaded profile name). */
   | { kind: 'Localhost'; path: string };
 
-export interface HugepageLimit {
-  /** e.g. "2MB", "1GB" as kubelet sends it. */
-  pageSize: string;
-  limit: number;
-}
-
 /** Zero means "not set" for every number, as in CRI's LinuxContainerResources. */
-export interface ContainerResources {
-  cpuPeriod: number;
-  cpuQuota: number;
-  cpuShares: number;
-  memoryLimitBytes: number;
+export interface ContainerResources extends ResourceLimits {
   /** Before clamping to what this host allows. */
   oomScoreAdj: number;
-  cpusetCpus: string;
-  cpusetMems: string;
-  hugepageLimits: HugepageLimit[];
-  /** cgroup v2 files and values. */
-  unified: Record<string, string>;
-  memorySwapLimitBytes: number;
 }
 
-export interface ContainerNamespaces {
-  network: NamespaceMode;
-  pid: NamespaceMode;
-  ipc: NamespaceMode;
-  /** The container whose pid namespace a TARGET pid mode joins. */
-  targetId: string;
-}
+/** CRI has one NamespaceOption message for pods and containers. */
+export type ContainerNamespaces = NamespaceOptions;
 
-export interface ContainerSecurity {
-  /** Capability names without the CAP_ prefix, upper case, or "ALL". */
-  addCapabilities: string[];
-  dropCapabilities: string[];
-  addAmbientCapabilities: string[];
-  privileged: boolean;
+/** Capability names come normalised: upper case without the CAP_ prefix, or "ALL". */
+export interface ContainerSecurity extends ContainerSecurityInput, UserRequest {
   namespaces: ContainerNamespaces;
-  runAsUser: number | null;
-  /** '' when not set. Exclusive with runAsUser. */
-  runAsUsername: string;
-  /** Only valid together with runAsUser or runAsUsername (CRI rejects it alone). */
-  runAsGroup: number | null;
-  readonlyRootfs: boolean;
-  supplementalGroups: number[];
-  noNewPrivs: boolean;
-  /** null: the runtime's defaults; [] (with privileged or procMount Unmasked): none. */
-  maskedPaths: string[] | null;
-  readonlyPaths: string[] | null;
   seccomp: SecurityProfile;
   apparmor: SecurityProfile;
 }
 
-export interface ContainerSpec {
+/** ContainerConfigInput is the part the OCI spec reads as it is; mounts and devices are resolved first. */
+export interface ContainerSpec extends ContainerConfigInput {
   metadata: ContainerMetadata;
   /** The image as the request named it (kubelet sends the image id here). */
   image: string;
   /** The image as the pod spec names it (kubelet's user_specified_image), '' when not sent. */
   userSpecifiedImage: string;
-  /** Overrides the image's Entrypoint when non-empty. */
-  command: string[];
-  /** Overrides the image's Cmd when non-empty. */
-  args: string[];
-  workingDir: string;
-  envs: KeyValue[];
   mounts: ContainerMount[];
   devices: DeviceMapping[];
   labels: Record<string, string>;
-  annotations: Record<string, string>;
   /** Relative to the sandbox's log_directory; '' means no log file. */
   logPath: string;
   stdin: boolean;
   stdinOnce: boolean;
-  tty: boolean;
   resources: ContainerResources;
   security: ContainerSecurity;
 }
 
 /** The user the container's process runs as, resolved against the image's files. */
-export interface ContainerUser {
-  uid: number;
-  gid: number;
-  /** Supplementary groups, the primary gid first. */
-  additionalGids: number[];
-}
+export type ContainerUser = ResolvedUser;
 
 /** How a container ended, as CRI reports it. */
 export interface ContainerExit {

@@ -4,9 +4,9 @@
  * CreateContainer calls (and restarts) see exactly what the pod was started with.
  */
 import type { CniAttachment, CniNetworkList, CniResult } from '../cni/index.js';
+import type { NamespaceModes } from '../oci/container.js';
 import { INITIAL_SANDBOX_STATES, type NetworkState, type SandboxState } from './sandbox-lifecycle.js';
 
-export type NamespaceMode = 'POD' | 'CONTAINER' | 'NODE' | 'TARGET';
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
 
 export interface PodMetadata {
@@ -29,10 +29,8 @@ export interface DnsConfig {
   options: string[];
 }
 
-export interface NamespaceOptions {
-  network: NamespaceMode;
-  pid: NamespaceMode;
-  ipc: NamespaceMode;
+export interface NamespaceOptions extends NamespaceModes {
+  /** The container whose pid namespace a TARGET pid mode joins. */
   targetId: string;
 }
 

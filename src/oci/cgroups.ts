@@ -1,4 +1,6 @@
-export type CgroupDriver = 'cgroupfs' | 'systemd';
+/** How runc manages cgroups: by paths under each hierarchy, or through systemd units. */
+export const CGROUP_DRIVERS = ['cgroupfs', 'systemd'] as const;
+export type CgroupDriver = (typeof CGROUP_DRIVERS)[number];
 
 /**
  * runc's linux.cgroupsPath for container `id`. cgroupfs takes a path under each hierarchy; systemd

@@ -27,6 +27,13 @@ import type { ResolvedUser } from './user.js';
 /** CRI namespace modes: the pod's, the container's own, the host's, or another container's. */
 export type NamespaceMode = 'POD' | 'CONTAINER' | 'NODE' | 'TARGET';
 
+/** The namespaces CRI lets a pod or a container choose a mode for. */
+export interface NamespaceModes {
+  network: NamespaceMode;
+  pid: NamespaceMode;
+  ipc: NamespaceMode;
+}
+
 export interface KeyValue {
   key: string;
   value: string;
@@ -60,7 +67,7 @@ export interface ContainerSecurityInput extends CapabilityRequest {
   maskedPaths: string[] | null;
   readonlyPaths: string[] | null;
   /** A TARGET pid mode's target comes as ContainerSpecInput.targetPid. */
-  namespaces: { network: NamespaceMode; pid: NamespaceMode; ipc: NamespaceMode };
+  namespaces: NamespaceModes;
 }
 
 /** What the spec reads of the container's validated CRI config (its mounts come resolved). */

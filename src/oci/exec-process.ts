@@ -13,6 +13,8 @@ import type { Process } from './spec.js';
 
 /** How long a kill waits for runc to write the pid file (runc still setting up). */
 const PID_FILE_WAIT_MS = 1_000;
+/** How long runc gets to exit after its process was killed before runc itself is killed. */
+export const KILL_GRACE_MS = 2_000;
 
 export interface ExecFiles {
   dir: string;

@@ -18,6 +18,7 @@ import type { Readable, Writable } from 'node:stream';
 import { spawn as spawnPty, type IPty } from 'node-pty';
 import { ExecError } from '../errors.js';
 import {
+  KILL_GRACE_MS,
   execCommand,
   killExecProcess,
   killGroup,
@@ -40,8 +41,6 @@ export interface ExecStreamIo {
   signal: AbortSignal;
 }
 
-/** After the exec'd process was killed, how long runc gets before it is killed too. */
-const KILL_GRACE_MS = 2_000;
 /** Until the client says otherwise, the size of a classic terminal. */
 const DEFAULT_COLS = 80;
 const DEFAULT_ROWS = 24;

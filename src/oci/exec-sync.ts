@@ -22,6 +22,7 @@ import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { ExecError, InvalidArgumentError } from '../errors.js';
 import {
+  KILL_GRACE_MS,
   execCommand,
   killExecProcess,
   killGroup,
@@ -38,8 +39,6 @@ import type { Process } from './spec.js';
  */
 export const EXEC_SYNC_OUTPUT_CAP = 16 * 1024 * 1024;
 
-/** How long runc gets to exit after its process was killed before runc itself is killed. */
-const KILL_GRACE_MS = 2_000;
 /** After runc has exited, how long its stdio may stay open before we stop reading. */
 const DRAIN_MS = 2_000;
 

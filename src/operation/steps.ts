@@ -2,6 +2,18 @@ import { StepError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { UndoStack } from './undo.js';
 
+/** What a failed operation does with its journal record once its undos have run. */
+export interface AbandonedOperation {
+  /** As the failure is logged: `${operation} failed, undoing`. */
+  operation: string;
+  /** The step an error from outside every step is blamed on. */
+  outsideStep: string;
+  /** Every undo succeeded: nothing is left for the record to describe. */
+  forget(): void;
+  /** Some undo failed: the record stays, marked failed, so that a later Remove or repair retries. */
+  keepFailed(failure: StepError): void;
+}
+
 /**
  * Runs the named steps of one operation: each is journaled (onBegin) before it acts, registers its
  * undo before it acts, is timed, and fails as a StepError naming it. Steps may run concurrently;
@@ -12,7 +24,7 @@ export class Steps {
   private readonly undos: UndoStack;
 
   constructor(
-    logger: Logger,
+    private readonly logger: Logger,
     private readonly onBegin: (step: string) => Promise<void>,
   ) {
     this.undos = new UndoStack(logger);
@@ -24,7 +36,7 @@ export class Steps {
     try {
       return await act();
     } catch (err) {
-      throw err instanceof StepError ? err : new StepError(name, err);
+      throw toStepError(name, err);
     } finally {
       this.timingsMs[name] = Math.round((performance.now() - started) * 10) / 10;
     }
@@ -39,8 +51,31 @@ export class Steps {
     this.undos.release();
   }
 
-  unwind(): Promise<string[]> {
-    return this.undos.unwind();
+  /**
+   * The end of a failed operation: logs the failure, undoes what the steps did, then forgets the
+   * journal record or keeps it marked failed. Returns the error for the caller to throw.
+   */
+  async abandon(err: unknown, operation: AbandonedOperation): Promise<StepError> {
+    const failure = toStepError(operation.outsideStep, err);
+    this.logger.error({ step: failure.step, err: failure.message }, `${operation.operation} failed, undoing`);
+    const failedUndos = await this.undos.unwind();
+    if (failedUndos.length === 0) operation.forget();
+    else operation.keepFailed(failure);
+    return failure;
+  }
+}
+
+/** A StepError already names the step that failed; anything else is blamed on `step`. */
+function toStepError(step: string, err: unknown): StepError {
+  return err instanceof StepError ? err : new StepError(step, err);
+}
+
+/** Runs `act`, failing as a StepError naming `step`: what the client sees says which part failed. */
+export async function asStep<T>(step: string, act: () => Promise<T>): Promise<T> {
+  try {
+    return await act();
+  } catch (err) {
+    throw new StepError(step, err);
   }
 }
 

@@ -3,7 +3,7 @@ import { run } from '../exec.js';
 import { isMounted } from '../netns/index.js';
 import { hostname as hostHostname } from 'node:os';
 import { join } from 'node:path';
-import type { DnsConfig } from './types.js';
+import type { DnsConfig } from '../model/sandbox.js';
 
 export const RESOLV_CONF = 'resolv.conf';
 export const HOSTNAME_FILE = 'hostname';

@@ -179,7 +179,7 @@ async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promis
   const sandboxes = store.sandboxes.list();
   const known = new Set(sandboxes.map((s) => s.id));
   // Containers share runc's root with the infras; they are orphans only without a container row.
-  const knownContainers = new Set(store.typedContainers.list().map((r) => r.id));
+  const knownContainers = new Set(store.containers.list().map((r) => r.id));
   const knownNetns = new Set(sandboxes.map((s) => s.netnsPath).filter((p): p is string => p !== null));
 
   for (const path of await listNetns(config.netnsDir, NETNS_PREFIX)) {

@@ -7,7 +7,7 @@ import { Cni } from '../cni/index.js';
 import { loadDefaultNetwork } from '../cni/config.js';
 import type { CniNetworkList } from '../cni/types.js';
 import type { BerthConfig } from '../config/types.js';
-import { AlreadyExistsError, FailedPreconditionError, StepError } from '../errors.js';
+import { AlreadyExistsError, FailedPreconditionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { dialLocalhost } from '../netns/dial.js';
 import { createPinnedNetns, isMounted } from '../netns/index.js';
@@ -17,14 +17,14 @@ import { clampOomScoreAdj } from '../oci/oom.js';
 import type { Runc } from '../oci/runc.js';
 import { isRunning, waitForExit } from '../process/index.js';
 import type { Store } from '../store/index.js';
-import { newSandbox, type Sandbox } from '../model/sandbox.js';
+import { newSandbox, type Sandbox, type SandboxSpec } from '../model/sandbox.js';
 import { mountShm, writeHostnameFile, writeResolvConf } from './files.js';
 import type { PodGate } from './gate.js';
 import { KeyedLock } from '../operation/lock.js';
 import { attach, attachmentFor, storedNetworking } from './network.js';
-import { SandboxTeardown, asStep, networkMayBeAttached } from './teardown.js';
-import type { SandboxFilter, SandboxSpec, SandboxVerboseInfo, SandboxView } from './types.js';
-import { Steps, allSettledOrThrow } from '../operation/steps.js';
+import { SandboxTeardown, networkMayBeAttached } from './teardown.js';
+import type { SandboxFilter, SandboxVerboseInfo, SandboxView } from './types.js';
+import { Steps, allSettledOrThrow, asStep } from '../operation/steps.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import { matchesLabels } from '../operation/lookup.js';
 import { findSandbox } from './lookup.js';
@@ -158,16 +158,13 @@ export class SandboxService {
       log.info({ ip: ready.ip, netns: netnsPath, stepsMs: steps.timingsMs }, 'pod sandbox ready');
       return id;
     } catch (err) {
-      const failure = err instanceof StepError ? err : new StepError('run', err);
-      log.error({ step: failure.step, err: failure.message }, 'RunPodSandbox failed, undoing');
-      const failedUndos = await steps.unwind();
-      if (failedUndos.length === 0) {
-        sandboxes.delete(id);
-      } else {
-        // Keep the record so Stop/Remove and the next start retry what could not be undone.
-        sandboxes.createFailed(id, failure.step);
-      }
-      throw failure;
+      throw await steps.abandon(err, {
+        operation: 'RunPodSandbox',
+        outsideStep: 'run',
+        forget: () => sandboxes.delete(id),
+        // Stop/Remove and the next start retry what could not be undone.
+        keepFailed: (failure) => sandboxes.createFailed(id, failure.step),
+      });
     }
   }
 

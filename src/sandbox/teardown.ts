@@ -1,8 +1,8 @@
 import type { Cni } from '../cni/index.js';
-import { StepError } from '../errors.js';
 import type { Sandbox } from '../model/sandbox.js';
 import { removeNetns, unmountNetns } from '../netns/index.js';
 import type { Runc } from '../oci/runc.js';
+import { asStep } from '../operation/steps.js';
 import type { SandboxRepo } from '../store/index.js';
 import { removeSandboxDir, unmountShm } from './files.js';
 import { detach } from './network.js';
@@ -83,14 +83,5 @@ export class SandboxTeardown {
     await this.removeNetns(id);
     await this.removeDir(id);
     this.deps.sandboxes.delete(id);
-  }
-}
-
-/** Runs `act`, failing as a StepError naming `step`: what the client sees says which part failed. */
-export async function asStep<T>(step: string, act: () => Promise<T>): Promise<T> {
-  try {
-    return await act();
-  } catch (err) {
-    throw new StepError(step, err);
   }
 }

@@ -1,18 +1,6 @@
 /** What the sandbox service reports and filters by; the stored pod itself is src/model/sandbox.ts. */
 import type { NamespaceOptions, PodMetadata } from '../model/sandbox.js';
 
-// Moved to src/model/sandbox.ts; re-exported until importers move there.
-export type {
-  DnsConfig,
-  NamespaceMode,
-  NamespaceOptions,
-  PodMetadata,
-  PortMapping,
-  Protocol,
-  SandboxSecurity,
-  SandboxSpec,
-} from '../model/sandbox.js';
-
 export type SandboxStateName = 'SANDBOX_READY' | 'SANDBOX_NOTREADY';
 
 /** What PodSandboxStatus and ListPodSandbox report; src/cri maps it to the wire form. */

@@ -6,8 +6,7 @@
 import { access, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BerthError, InvalidArgumentError } from '../errors.js';
-
-export type CgroupDriver = 'cgroupfs' | 'systemd';
+import type { CgroupDriver } from '../oci/cgroups.js';
 
 /** All counters are int64 on the CRI wire, hence bigint. */
 export interface CgroupStats {

@@ -12,7 +12,6 @@ import {
   type ColumnOf,
 } from './columns.js';
 import type { Mapping, TableShape } from './table.js';
-import type { ContainerColumns, ContainerRow } from './types.js';
 
 /** One `containers` row exactly as better-sqlite3 reads it and binds it (see state/migrations.ts). */
 export interface ContainerRecord {
@@ -94,17 +93,20 @@ export const CONTAINER_TABLE: TableShape<ContainerRecord> = {
 /** What user_json holds before CreateContainer has resolved the user. */
 const NO_USER = '{}';
 
-type JsonColumn = 'config_json' | 'user_json';
-
-/** Explicit fields: a caller's object may carry extra properties, which better-sqlite3 would reject. */
-function columnsToRecord(container: ContainerColumns): Omit<ContainerRecord, JsonColumn> {
-  return {
+/**
+ * The typed record: JSON columns parsed here, once, and nowhere else; the state is re-checked so a
+ * hand-edited row fails here rather than as a wrong CRI state later. Explicit fields on the way
+ * in: a caller's object may carry extra properties, which better-sqlite3 would reject.
+ */
+export const containerMapping: Mapping<ContainerRecord, Container> = {
+  toRecord: (container) => ({
     id: container.id,
     sandbox_id: container.sandboxId,
     name: container.name,
     attempt: container.attempt,
     state: container.state,
     step: container.step,
+    config_json: JSON.stringify(container.spec),
     image_name: container.imageName,
     image_id: container.imageId,
     created_at: container.createdAt,
@@ -118,18 +120,16 @@ function columnsToRecord(container: ContainerColumns): Omit<ContainerRecord, Jso
     log_path: container.logPath,
     bundle_dir: container.bundleDir,
     cgroups_path: container.cgroupsPath,
-  };
-}
-
-/** The state is re-checked so a hand-edited row fails here rather than as a wrong CRI state later. */
-function columnsFromRecord(record: ContainerRecord): ContainerColumns {
-  return {
+    user_json: encodeUser(container.user),
+  }),
+  fromRecord: (record) => ({
     id: record.id,
     sandboxId: record.sandbox_id,
     name: record.name,
     attempt: record.attempt,
     state: parseEnum(CONTAINER_STATES, record.state, columnOf(record, 'state')),
     step: record.step,
+    spec: decodeJson<ContainerSpec>(record.config_json, isSpec, columnOf(record, 'config_json')),
     imageName: record.image_name,
     imageId: record.image_id,
     createdAt: record.created_at,
@@ -143,32 +143,9 @@ function columnsFromRecord(record: ContainerRecord): ContainerColumns {
     logPath: record.log_path,
     bundleDir: record.bundle_dir,
     cgroupsPath: record.cgroups_path,
-  };
-}
-
-/** The typed record: JSON columns parsed here, once, and nowhere else. */
-export const containerMapping: Mapping<ContainerRecord, Container> = {
-  toRecord: (container) => ({
-    ...columnsToRecord(container),
-    config_json: JSON.stringify(container.spec),
-    user_json: encodeUser(container.user),
-  }),
-  fromRecord: (record) => ({
-    ...columnsFromRecord(record),
-    spec: decodeJson<ContainerSpec>(record.config_json, isSpec, columnOf(record, 'config_json')),
     user: decodeUser(record.user_json, columnOf(record, 'user_json')),
   }),
 };
-
-/** Legacy: the row API's rows, JSON columns as text. */
-export function toContainerRecord(row: ContainerRow): ContainerRecord {
-  return { ...columnsToRecord(row), config_json: row.configJson, user_json: row.userJson };
-}
-
-/** Legacy: see toContainerRecord. */
-export function fromContainerRecord(record: ContainerRecord): ContainerRow {
-  return { ...columnsFromRecord(record), configJson: record.config_json, userJson: record.user_json };
-}
 
 function columnOf(record: ContainerRecord, column: string): ColumnOf {
   return { noun: 'container', id: record.id, column };

@@ -1,4 +1,5 @@
-import { corrupt, isObject, parseEnum, parseJson, type ColumnOf } from './columns.js';
+import type { ImageConfig } from '../model/image.js';
+import { corrupt, decodeJson, isObject, parseEnum, parseJson, type ColumnOf } from './columns.js';
 import type { ImageLayerRef, ImageNameKind, ImageRecord, LayerRecord } from './types.js';
 
 /** One `images` row exactly as better-sqlite3 reads it and binds it (see state/migrations.ts). */
@@ -6,6 +7,7 @@ export interface ImageRow {
   id: string;
   manifest_digest: string;
   manifest_media_type: string;
+  /** The ImageConfig, JSON. */
   config_json: string;
   size: number;
   /** JSON array of ImageLayerRef. */
@@ -56,7 +58,7 @@ export function toImageRow(record: ImageRecord): ImageRow {
     id: record.id,
     manifest_digest: record.manifestDigest,
     manifest_media_type: record.manifestMediaType,
-    config_json: record.configJson,
+    config_json: JSON.stringify(record.config),
     size: record.size,
     // Explicit fields: a caller's object may carry extra properties that do not belong on disk.
     layers_json: JSON.stringify(
@@ -68,15 +70,19 @@ export function toImageRow(record: ImageRecord): ImageRow {
   };
 }
 
-/** Re-checks what the schema cannot (the shape of layers_json), so a bad row fails here, loudly. */
+/**
+ * JSON columns parsed here, once, and nowhere else; what the schema cannot check (their shapes) is
+ * re-checked, so a bad row fails here, loudly.
+ */
 export function fromImageRow(row: ImageRow): ImageRecord {
+  const where = (column: string): ColumnOf => ({ noun: 'image', id: row.id, column });
   return {
     id: row.id,
     manifestDigest: row.manifest_digest,
     manifestMediaType: row.manifest_media_type,
-    configJson: row.config_json,
+    config: decodeJson<ImageConfig>(row.config_json, isObject, where('config_json')),
     size: row.size,
-    layers: parseLayers(row.layers_json, { noun: 'image', id: row.id, column: 'layers_json' }),
+    layers: parseLayers(row.layers_json, where('layers_json')),
     createdAt: row.created_at,
     lastUsedAt: row.last_used_at,
     pinned: row.pinned === 1,

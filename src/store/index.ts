@@ -6,12 +6,8 @@ import Database from 'better-sqlite3';
 import { migrate } from '../../state/migrate.js';
 import { ContainerRepo } from './containers.js';
 import { ImageRepo } from './images.js';
-import { ContainerRowRepo, SandboxRowRepo } from './rows.js';
 import { SandboxRepo } from './sandboxes.js';
-import type { SandboxPatch, SandboxRow } from './types.js';
 
-export type { NetworkState, SandboxPatch, SandboxRow, SandboxState } from './types.js';
-export type { ContainerPatch, ContainerRow, ContainerState } from './types.js';
 export { ContainerRepo, type ContainerProcess } from './containers.js';
 export { ImageRepo } from './images.js';
 export { SandboxRepo, type NetworkUp } from './sandboxes.js';
@@ -28,23 +24,15 @@ const BUSY_TIMEOUT_MS = 5_000;
 export class Store {
   /** Pod sandboxes, typed, changed by named transitions. */
   readonly sandboxes: SandboxRepo;
-  /**
-   * Containers, typed, changed by named transitions. Takes the name `containers` once the row
-   * API below is gone.
-   */
-  readonly typedContainers: ContainerRepo;
-  /** Legacy: containers as rows with JSON text, changed by free patches. */
-  readonly containers: ContainerRowRepo;
+  /** Containers, typed, changed by named transitions. */
+  readonly containers: ContainerRepo;
   /** Images, their names and their layers. */
   readonly images: ImageRepo;
-  private readonly sandboxRows: SandboxRowRepo;
 
   private constructor(private readonly db: Database.Database) {
     this.sandboxes = new SandboxRepo(db);
-    this.typedContainers = new ContainerRepo(db);
-    this.containers = new ContainerRowRepo(db, this.typedContainers);
+    this.containers = new ContainerRepo(db);
     this.images = new ImageRepo(db);
-    this.sandboxRows = new SandboxRowRepo(db);
   }
 
   /** Opens (creating if needed) the database at `path` and brings its schema up to date. */
@@ -64,46 +52,6 @@ export class Store {
 
   close(): void {
     if (this.db.open) this.db.close();
-  }
-
-  // Legacy: the sandbox row API, until its callers use `sandboxes`.
-
-  /** Throws AlreadyExistsError if the id or the (namespace, name, uid, attempt) is taken. */
-  insertSandbox(row: SandboxRow): void {
-    this.sandboxRows.insert(row);
-  }
-
-  /** Changes only the fields present (and not undefined) in `patch`. Throws NotFoundError for an unknown id. */
-  updateSandbox(id: string, patch: SandboxPatch): void {
-    this.sandboxRows.update(id, patch);
-  }
-
-  getSandbox(id: string): SandboxRow | undefined {
-    return this.sandboxRows.get(id);
-  }
-
-  findSandboxByMetadata(
-    namespace: string,
-    name: string,
-    uid: string,
-    attempt: number,
-  ): SandboxRow | undefined {
-    return this.sandboxRows.findByMetadata(namespace, name, uid, attempt);
-  }
-
-  /** Oldest first; an empty prefix matches nothing. */
-  findSandboxesByIdPrefix(prefix: string): SandboxRow[] {
-    return this.sandboxRows.findByIdPrefix(prefix);
-  }
-
-  /** Oldest first. */
-  listSandboxes(): SandboxRow[] {
-    return this.sandboxRows.list();
-  }
-
-  /** Returns whether a row was deleted; deleting an unknown id is not an error (RemovePodSandbox is idempotent). */
-  deleteSandbox(id: string): boolean {
-    return this.sandboxes.delete(id);
   }
 }
 

@@ -14,7 +14,6 @@ import {
   type ColumnOf,
 } from './columns.js';
 import type { Mapping, TableShape } from './table.js';
-import type { SandboxColumns, SandboxRow } from './types.js';
 
 /** One `sandboxes` row exactly as better-sqlite3 reads it and binds it (see state/migrations.ts). */
 export interface SandboxRecord {
@@ -70,8 +69,7 @@ export const SANDBOX_TABLE: TableShape<SandboxRecord> = {
   name: 'sandboxes',
   noun: 'sandbox',
   columns: SANDBOX_COLUMNS,
-  // Only the id: the legacy row API may still rewrite the metadata columns.
-  identity: [],
+  identity: ['name', 'namespace', 'uid', 'attempt'],
   conflict: (conflict, record) =>
     conflict === 'foreign key'
       ? undefined
@@ -80,11 +78,13 @@ export const SANDBOX_TABLE: TableShape<SandboxRecord> = {
         ),
 };
 
-type JsonColumn = 'config_json' | 'cni_config_json' | 'cni_result_json';
-
-/** Explicit fields: a caller's object may carry extra properties, which better-sqlite3 would reject. */
-function columnsToRecord(sandbox: SandboxColumns): Omit<SandboxRecord, JsonColumn> {
-  return {
+/**
+ * The typed record: JSON columns parsed here, once, and nowhere else; the states are re-checked so
+ * a hand-edited row fails here rather than as a wrong CRI state later. Explicit fields on the way
+ * in: a caller's object may carry extra properties, which better-sqlite3 would reject.
+ */
+export const sandboxMapping: Mapping<SandboxRecord, Sandbox> = {
+  toRecord: (sandbox) => ({
     id: sandbox.id,
     name: sandbox.name,
     namespace: sandbox.namespace,
@@ -92,55 +92,35 @@ function columnsToRecord(sandbox: SandboxColumns): Omit<SandboxRecord, JsonColum
     attempt: sandbox.attempt,
     state: sandbox.state,
     step: sandbox.step,
+    config_json: JSON.stringify(sandbox.spec),
     runtime_handler: sandbox.runtimeHandler,
     host_network: sandbox.hostNetwork ? 1 : 0,
     netns_path: sandbox.netnsPath,
     network_state: sandbox.networkState,
+    cni_config_json: encodeNullableJson(sandbox.cniConfig),
+    cni_result_json: encodeNullableJson(sandbox.cniResults),
     ip: sandbox.ip,
     additional_ips: JSON.stringify(sandbox.additionalIps),
     created_at: sandbox.createdAt,
     pid: sandbox.pid,
     cgroup_parent: sandbox.cgroupParent,
     sandbox_dir: sandbox.sandboxDir,
-  };
-}
-
-function columnsFromRecord(record: SandboxRecord): SandboxColumns {
-  const where = columnOf(record);
-  return {
-    id: record.id,
-    name: record.name,
-    namespace: record.namespace,
-    uid: record.uid,
-    attempt: record.attempt,
-    state: parseEnum(SANDBOX_STATES, record.state, where('state')),
-    step: record.step,
-    runtimeHandler: record.runtime_handler,
-    hostNetwork: record.host_network === 1,
-    netnsPath: record.netns_path,
-    networkState: parseEnum(NETWORK_STATES, record.network_state, where('network_state')),
-    ip: record.ip,
-    additionalIps: parseStringArray(record.additional_ips, where('additional_ips')),
-    createdAt: record.created_at,
-    pid: record.pid,
-    cgroupParent: record.cgroup_parent,
-    sandboxDir: record.sandbox_dir,
-  };
-}
-
-/** The typed record: JSON columns parsed here, once, and nowhere else. */
-export const sandboxMapping: Mapping<SandboxRecord, Sandbox> = {
-  toRecord: (sandbox) => ({
-    ...columnsToRecord(sandbox),
-    config_json: JSON.stringify(sandbox.spec),
-    cni_config_json: encodeNullableJson(sandbox.cniConfig),
-    cni_result_json: encodeNullableJson(sandbox.cniResults),
   }),
   fromRecord: (record) => {
     const where = columnOf(record);
     return {
-      ...columnsFromRecord(record),
+      id: record.id,
+      name: record.name,
+      namespace: record.namespace,
+      uid: record.uid,
+      attempt: record.attempt,
+      state: parseEnum(SANDBOX_STATES, record.state, where('state')),
+      step: record.step,
       spec: decodeJson<SandboxSpec>(record.config_json, isSpec, where('config_json')),
+      runtimeHandler: record.runtime_handler,
+      hostNetwork: record.host_network === 1,
+      netnsPath: record.netns_path,
+      networkState: parseEnum(NETWORK_STATES, record.network_state, where('network_state')),
       cniConfig:
         record.cni_config_json === null
           ? null
@@ -149,29 +129,15 @@ export const sandboxMapping: Mapping<SandboxRecord, Sandbox> = {
         record.cni_result_json === null
           ? null
           : decodeJson<CniResult[]>(record.cni_result_json, isResultList, where('cni_result_json')),
+      ip: record.ip,
+      additionalIps: parseStringArray(record.additional_ips, where('additional_ips')),
+      createdAt: record.created_at,
+      pid: record.pid,
+      cgroupParent: record.cgroup_parent,
+      sandboxDir: record.sandbox_dir,
     };
   },
 };
-
-/** Legacy: the row API's rows, JSON columns as text. */
-export function toRecord(row: SandboxRow): SandboxRecord {
-  return {
-    ...columnsToRecord(row),
-    config_json: row.configJson,
-    cni_config_json: row.cniConfigJson,
-    cni_result_json: row.cniResultJson,
-  };
-}
-
-/** Legacy: see toRecord. */
-export function fromRecord(record: SandboxRecord): SandboxRow {
-  return {
-    ...columnsFromRecord(record),
-    configJson: record.config_json,
-    cniConfigJson: record.cni_config_json,
-    cniResultJson: record.cni_result_json,
-  };
-}
 
 function columnOf(record: SandboxRecord): (column: string) => ColumnOf {
   return (column) => ({ noun: 'sandbox', id: record.id, column });

@@ -1,32 +1,9 @@
 /**
- * The shapes the store reads and writes besides the model's own records (src/model): images, and
- * the legacy sandbox and container rows. The SQLite column layout lives in state/; src/store maps
- * between the two so nothing else touches SQL.
+ * The image records the store reads and writes; sandboxes and containers are the model's own
+ * (src/model). The SQLite column layout lives in state/; src/store maps between the two so nothing
+ * else touches SQL.
  */
-import type { Container } from '../model/container.js';
-import type { Sandbox } from '../model/sandbox.js';
-
-export type { NetworkState, SandboxState } from '../model/sandbox-lifecycle.js';
-export type { ContainerState } from '../model/container-lifecycle.js';
-
-/** A sandbox's fields that are plain columns: all but the JSON ones. */
-export type SandboxColumns = Omit<Sandbox, 'spec' | 'cniConfig' | 'cniResults'>;
-
-/**
- * Legacy: a Sandbox with its JSON columns as text, for the row API that goes once its callers use
- * SandboxRepo.
- */
-export interface SandboxRow extends SandboxColumns {
-  /** The SandboxSpec (src/model/sandbox.ts), JSON. */
-  configJson: string;
-  /** JSON: the CNI network lists and attachment used for ADD (StoredNetworking), kept so DEL works after a restart. */
-  cniConfigJson: string | null;
-  /** JSON: the CNI results of the ADDs (loopback and default network). */
-  cniResultJson: string | null;
-}
-
-/** Fields to change in a sandbox row; the id is the row's identity and never changes. */
-export type SandboxPatch = Partial<Omit<SandboxRow, 'id'>>;
+import type { ImageConfig } from '../model/image.js';
 
 /** One layer of an image, in manifest order (base first). */
 export interface ImageLayerRef {
@@ -44,8 +21,8 @@ export interface ImageRecord {
   id: string;
   manifestDigest: string;
   manifestMediaType: string;
-  /** The image config blob as pulled (JSON). */
-  configJson: string;
+  /** The image config blob as pulled, parsed. */
+  config: ImageConfig;
   /** Sum of the compressed layer sizes plus the config size, as CRI reports it. */
   size: number;
   layers: ImageLayerRef[];
@@ -96,19 +73,3 @@ export interface LayerRecord {
 }
 
 export type NewLayer = Omit<LayerRecord, 'unpacked'>;
-
-/** A container's fields that are plain columns: all but the JSON ones. */
-export type ContainerColumns = Omit<Container, 'spec' | 'user'>;
-
-/**
- * Legacy: a Container with its JSON columns as text, for the row API that goes once its callers
- * use ContainerRepo.
- */
-export interface ContainerRow extends ContainerColumns {
-  /** The ContainerSpec (src/model/container.ts), JSON. */
-  configJson: string;
-  /** The user the process runs as, JSON {uid, gid, additionalGids}; {} until it is resolved. */
-  userJson: string;
-}
-
-export type ContainerPatch = Partial<Omit<ContainerRow, 'id' | 'sandboxId' | 'name' | 'attempt'>>;

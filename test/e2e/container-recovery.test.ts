@@ -40,7 +40,7 @@ import { registrySkip as skip } from '../harness/skip.js';
 import { waitFor } from '../harness/wait.js';
 
 const SUITE_TIMEOUT_MS = 300_000;
-/** CreateContainer's steps, in order (src/container/service.ts). */
+/** CreateContainer's steps, in order: src/container/create.ts runs them, teardown.ts undoes them. */
 const CREATE_STEPS = ['rootfs', 'spec', 'monitor'] as const;
 type CreateStep = (typeof CREATE_STEPS)[number];
 

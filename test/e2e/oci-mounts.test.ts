@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, readdir, readlink, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { ContainerMount, ContainerSecurity, ContainerSpec } from '../../src/container/types.js';
+import type { ContainerMount, ContainerSecurity, ContainerSpec } from '../../src/model/container.js';
 import { run } from '../../src/exec.js';
 import { mountContaining, parseMountInfo } from '../../src/mounts/mountinfo.js';
 import { allCapabilities, effectiveCapabilities } from '../../src/oci/capabilities.js';

@@ -3,8 +3,8 @@
  * and pod, each field overridable. A test's own defaults go in its overrides.
  */
 import { emptyResources } from '../../src/cri/container.js';
-import type { ContainerSecurity, ContainerSpec } from '../../src/container/types.js';
-import type { SandboxSpec } from '../../src/sandbox/types.js';
+import type { ContainerSecurity, ContainerSpec } from '../../src/model/container.js';
+import type { SandboxSpec } from '../../src/model/sandbox.js';
 
 /** No limits at all, as src/cri builds them from an empty request. */
 export { emptyResources } from '../../src/cri/container.js';

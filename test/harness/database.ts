@@ -29,3 +29,23 @@ export function changeRows(rootDir: string, sql: string, ...params: string[]): n
     db.close();
   }
 }
+
+/**
+ * Inserts `row` as it stands, one column per key, past any repository: what an older berthd or a
+ * hand edit may have left.
+ */
+export function insertRow<Row extends object>(db: Database.Database, table: string, row: Row): void {
+  const columns = Object.keys(row);
+  const params = columns.map((column) => `@${column}`);
+  db.prepare<[Row]>(`INSERT INTO ${table} (${columns.join(', ')}) VALUES (${params.join(', ')})`).run(row);
+}
+
+/** Runs `use` on a connection of its own to the database file at `path`, beside any other. */
+export function withConnection<T>(path: string, use: (db: Database.Database) => T): T {
+  const db = new Database(path, { fileMustExist: true });
+  try {
+    return use(db);
+  } finally {
+    db.close();
+  }
+}

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, posix } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { run } from '../../src/exec.js';
-import type { ImageRuntimeConfig } from '../../src/image/types.js';
+import type { ImageRuntimeConfig } from '../../src/model/image.js';
 import { MEDIA_TYPES, type Descriptor, type Platform } from '../../src/registry/manifest.js';
 import { hostPlatform } from '../../src/registry/platform.js';
 import type { TestRegistry } from './registry.js';

@@ -1,13 +1,11 @@
 /**
  * The sandbox and container records tests put in a store, every field overridable: pod sandbox
  * "nginx" (pod1) as RunPodSandbox has just reserved it, and its container "web" (c0ffee01) as
- * CreateContainer has just reserved it. Each also as a legacy row, JSON columns as text; and the
- * CNI records of the pod's network.
+ * CreateContainer has just reserved it; and the CNI records of the pod's network.
  */
 import type { CniResult } from '../../src/cni/index.js';
 import type { Container } from '../../src/model/container.js';
 import type { Sandbox, StoredNetworking } from '../../src/model/sandbox.js';
-import type { ContainerRow, SandboxRow } from '../../src/store/types.js';
 import { containerSpec, sandboxSpec } from './container-spec.js';
 
 /** The image the default container was made from. */
@@ -38,17 +36,6 @@ export function sandbox(over: Partial<Sandbox> = {}): Sandbox {
   };
 }
 
-export function sandboxRow(over: Partial<SandboxRow> = {}): SandboxRow {
-  const { spec, cniConfig, cniResults, ...columns } = sandbox();
-  return {
-    ...columns,
-    configJson: JSON.stringify(spec),
-    cniConfigJson: cniConfig && JSON.stringify(cniConfig),
-    cniResultJson: cniResults && JSON.stringify(cniResults),
-    ...over,
-  };
-}
-
 export function container(over: Partial<Container> = {}): Container {
   return {
     id: 'c0ffee01',
@@ -74,11 +61,6 @@ export function container(over: Partial<Container> = {}): Container {
     user: null,
     ...over,
   };
-}
-
-export function containerRow(over: Partial<ContainerRow> = {}): ContainerRow {
-  const { spec, user, ...columns } = container();
-  return { ...columns, configJson: JSON.stringify(spec), userJson: JSON.stringify(user ?? {}), ...over };
 }
 
 /** What RunPodSandbox records before its first ADD: loopback, then a bridge network. */

@@ -27,14 +27,9 @@ import type { Received } from '../../src/cri/messages.js';
 import { grpcCode } from '../../src/cri/status.js';
 import { DeadlineExceededError, InvalidArgumentError, NotFoundError } from '../../src/errors.js';
 import type { ContainerService } from '../../src/container/service.js';
-import type {
-  ContainerFilter,
-  ContainerResources,
-  ContainerSpec,
-  ContainerStatsView,
-  ContainerView,
-  ExecSyncResult,
-} from '../../src/container/types.js';
+import type { ContainerFilter, ContainerStatsView, ContainerView } from '../../src/container/types.js';
+import type { ContainerResources, ContainerSpec } from '../../src/model/container.js';
+import type { ExecSyncResult } from '../../src/oci/exec-sync.js';
 import { CriClient } from '../harness/client.js';
 
 type CreateContainerRequest = Received<'CreateContainerRequest'>;

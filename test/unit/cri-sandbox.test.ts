@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { toSandboxSpec } from '../../src/cri/sandbox.js';
 import type { Received } from '../../src/cri/messages.js';
-import type { NamespaceMode } from '../../src/sandbox/types.js';
+import type { NamespaceMode } from '../../src/oci/container.js';
 
 type RunPodSandboxRequest = Received<'RunPodSandboxRequest'>;
 type WirePodSandboxConfig = Received<'PodSandboxConfig'>;

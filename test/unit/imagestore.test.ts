@@ -20,9 +20,10 @@ import {
   sha256Digest,
   type ImageRecord,
 } from '../../src/imagestore/index.js';
-import { SANDBOX_COLUMNS, toRecord } from '../../src/store/sandbox-record.js';
+import { sandboxMapping } from '../../src/store/sandbox-record.js';
 import { Store } from '../../src/store/index.js';
-import { sandboxRow } from '../harness/records.js';
+import { insertRow } from '../harness/database.js';
+import { cniResults, sandbox } from '../harness/records.js';
 
 function digestOf(text: string): string {
   return sha256Digest(Buffer.from(text));
@@ -319,11 +320,11 @@ function image(seed: string, layerSeeds: string[], overrides: Partial<ImageRecor
     id: digestOf(`config ${seed}`),
     manifestDigest: digestOf(`manifest ${seed}`),
     manifestMediaType: 'application/vnd.oci.image.manifest.v1+json',
-    configJson: JSON.stringify({
+    config: {
       architecture: 'amd64',
       os: 'linux',
       rootfs: { type: 'layers', diff_ids: [] },
-    }),
+    },
     size: 1000 + layerSeeds.length,
     layers: layerSeeds.map((l) => ({
       digest: digestOf(`blob ${l}`),
@@ -537,27 +538,25 @@ describe('migration 2', () => {
 
   it('adds the image tables to a version 1 database and keeps its sandboxes', () => {
     const path = join(dir, 'berth.db');
-    const row = sandboxRow({
+    const row = sandbox({
       id: 'a1b2c3d4e5f6',
       state: 'READY',
       step: 'ready',
       networkState: 'READY',
-      cniResultJson: '{"ips":[]}',
+      cniResults: cniResults(),
       ip: '10.88.0.2',
       additionalIps: ['fd00::2'],
       pid: 4242,
     });
     const v1 = new Database(path);
     migrate(v1, migrations.slice(0, 1));
-    const columns = SANDBOX_COLUMNS.join(', ');
-    const params = SANDBOX_COLUMNS.map((c) => `@${c}`).join(', ');
-    v1.prepare(`INSERT INTO sandboxes (${columns}) VALUES (${params})`).run(toRecord(row));
+    insertRow(v1, 'sandboxes', sandboxMapping.toRecord(row));
     assert.equal(v1.pragma('user_version', { simple: true }), 1);
     v1.close();
 
     const store = Store.open(path);
     try {
-      assert.deepEqual(store.listSandboxes(), [row]);
+      assert.deepEqual(store.sandboxes.list(), [row]);
       const img = image('after', ['l']);
       store.images.putImage(img, [`${BUSYBOX}:latest`]);
       assert.deepEqual(store.images.getImage(img.id), img);

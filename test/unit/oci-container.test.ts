@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ContainerMount, ContainerSpec } from '../../src/container/types.js';
+import type { ContainerMount, ContainerSpec } from '../../src/model/container.js';
 import {
   allCapabilities,
   capabilitiesInMask,

@@ -8,11 +8,16 @@ import { afterEach, beforeEach, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 
 import { AlreadyExistsError, NotFoundError } from '../../src/errors.js';
-import { Store, type ContainerPatch, type ContainerRow } from '../../src/store/index.js';
-import { SANDBOX_COLUMNS, toRecord } from '../../src/store/sandbox-record.js';
+import type { Container } from '../../src/model/container.js';
+import { CONTAINER_TABLE, containerMapping } from '../../src/store/container-record.js';
+import { Store } from '../../src/store/index.js';
+import { sandboxMapping } from '../../src/store/sandbox-record.js';
+import { Table } from '../../src/store/table.js';
 import { migrate } from '../../state/migrate.js';
 import { migrations } from '../../state/migrations.js';
-import { IMAGE_ID as IMAGE_A, containerRow as container, sandboxRow as sandbox } from '../harness/records.js';
+import { emptyResources } from '../harness/container-spec.js';
+import { insertRow, withConnection } from '../harness/database.js';
+import { IMAGE_ID as IMAGE_A, container, sandbox } from '../harness/records.js';
 
 const IMAGE_B = `sha256:${'b'.repeat(64)}`;
 
@@ -29,7 +34,7 @@ describe('Store containers', () => {
     dir = mkdtempSync(join(tmpdir(), 'berth-store-containers-'));
     path = join(dir, 'berth.db');
     store = Store.open(path);
-    store.insertSandbox(sandbox());
+    store.sandboxes.insert(sandbox());
   });
 
   afterEach(() => {
@@ -37,34 +42,46 @@ describe('Store containers', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('round-trips every field through insert, get, update, list and delete', () => {
-    const row = container();
-    store.containers.insert(row);
-    assert.deepEqual(store.containers.get(row.id), row);
-
-    // Every patchable field changes, each to a value distinct from the original.
-    const patch: Required<ContainerPatch> = {
-      state: 'EXITED',
-      step: 'start',
-      configJson: '{"changed":true}',
+  it('round-trips every field through insert, get, transitions, list and delete', () => {
+    // The fields no transition changes differ from the fixture's, so a column mapped wrong shows.
+    const row = container({
       imageName: 'busybox@sha256:' + 'b'.repeat(64),
       imageId: IMAGE_B,
       createdAt: '1763793600123456790',
-      startedAt: '1763793601000000001',
-      finishedAt: '1763793602000000002',
-      exitCode: 137,
-      reason: 'OOMKilled',
-      message: 'killed by the OOM killer',
-      pid: 4242,
-      monitorPid: 4241,
       logPath: '',
       bundleDir: '/run/berth/containers/other',
       cgroupsPath: '/kubepods/other',
-      userJson: '{"uid":1000,"gid":1000,"additionalGids":[]}',
+    });
+    store.containers.insert(row);
+    assert.deepEqual(store.containers.get(row.id), row);
+
+    // Every field a transition sets changes, each to a value distinct from the original.
+    const user = { uid: 1000, gid: 1000, additionalGids: [] };
+    const resources = { ...emptyResources(), memoryLimitBytes: 64 * 1024 * 1024 };
+    const exit = {
+      exitCode: 137,
+      reason: 'OOMKilled',
+      message: 'killed by the OOM killer',
+      finishedAt: '1763793602000000002',
     };
-    store.containers.update(row.id, patch);
+    store.containers.userResolved(row.id, user);
+    store.containers.processCreated(row.id, { pid: 4242, monitorPid: 4241 });
+    store.containers.markCreated(row.id);
+    store.containers.markRunning(row.id, '1763793601000000001');
+    store.containers.updateResources(row.id, resources);
+    store.containers.markExited(row.id, exit);
     const updated = store.containers.get(row.id);
-    assert.deepEqual(updated, { ...row, ...patch });
+    assert.deepEqual(updated, {
+      ...row,
+      ...exit,
+      state: 'EXITED',
+      step: 'created',
+      spec: { ...row.spec, resources },
+      startedAt: '1763793601000000001',
+      pid: 0,
+      monitorPid: 4241,
+      user,
+    });
 
     // ...and survives a reopen.
     store.close();
@@ -85,26 +102,25 @@ describe('Store containers', () => {
     assert.deepEqual(store.containers.get(row.id), row);
   });
 
-  it('changes only the given fields, never the identity, even if a patch carries it', () => {
+  it('changes only the given fields, never the identity, even if a change carries it', () => {
     const row = container();
     store.containers.insert(row);
-    store.insertSandbox(sandbox({ id: 'pod2', uid: 'uid-2' }));
-    const sneaky = {
-      id: 'other',
-      sandboxId: 'pod2',
-      name: 'renamed',
-      attempt: 7,
-      step: 'create-bundle',
-      pid: undefined,
-      bogus: 'column',
-    } as ContainerPatch;
-    store.containers.update(row.id, sneaky);
+    store.sandboxes.insert(sandbox({ id: 'pod2', uid: 'uid-2' }));
+    withConnection(path, (db) =>
+      new Table(db, CONTAINER_TABLE, containerMapping).update(row.id, (current) => ({
+        ...current,
+        sandboxId: 'pod2',
+        name: 'renamed',
+        attempt: 7,
+        step: 'create-bundle',
+        bogus: 'column',
+      })),
+    );
     assert.deepEqual(store.containers.get(row.id), { ...row, step: 'create-bundle' });
-    assert.equal(store.containers.get('other'), undefined);
   });
 
-  it('throws NotFoundError when updating a missing id', () => {
-    assert.throws(() => store.containers.update('nope', { state: 'RUNNING' }), NotFoundError);
+  it('throws NotFoundError when changing a missing id', () => {
+    assert.throws(() => store.containers.markRunning('nope', '1'), NotFoundError);
   });
 
   it('refuses the same name and attempt twice in one sandbox, naming them and the holder', () => {
@@ -118,7 +134,7 @@ describe('Store containers', () => {
     assert.equal(store.containers.get('dup'), undefined);
 
     // A restart (next attempt), another name, or another sandbox is a different container.
-    store.insertSandbox(sandbox({ id: 'pod2', uid: 'uid-2' }));
+    store.sandboxes.insert(sandbox({ id: 'pod2', uid: 'uid-2' }));
     store.containers.insert(container({ id: 'c1', attempt: 1 }));
     store.containers.insert(container({ id: 'c2', name: 'sidecar' }));
     store.containers.insert(container({ id: 'c3', sandboxId: 'pod2' }));
@@ -143,19 +159,17 @@ describe('Store containers', () => {
 
   it('refuses to delete a sandbox that still has containers', () => {
     store.containers.insert(container());
-    assert.throws(() => store.deleteSandbox('pod1'), isForeignKeyError);
-    assert.ok(store.getSandbox('pod1'));
+    assert.throws(() => store.sandboxes.delete('pod1'), isForeignKeyError);
+    assert.ok(store.sandboxes.get('pod1'));
     assert.equal(store.containers.delete('c0ffee01'), true);
-    assert.equal(store.deleteSandbox('pod1'), true);
+    assert.equal(store.sandboxes.delete('pod1'), true);
   });
 
   it('rejects values the schema forbids', () => {
-    const bad: Partial<ContainerRow>[] = [
+    const bad: Partial<Container>[] = [
       { id: '' },
       { attempt: -1 },
-      { state: 'PAUSED' as ContainerRow['state'] },
-      { configJson: '{not json' },
-      { userJson: '' },
+      { state: 'PAUSED' as Container['state'] },
       { imageId: 'sha256:abc' },
       { imageId: `sha256:${'A'.repeat(64)}` },
       { imageId: `sha512:${'a'.repeat(64)}` },
@@ -179,6 +193,15 @@ describe('Store containers', () => {
       () => store.containers.insert(container({ id: 'bad', pid: 'five' as unknown as number })),
       /cannot store TEXT value in INTEGER column/,
     );
+    // No container the repository takes has JSON columns that are not JSON; an edit might.
+    const record = containerMapping.toRecord(container({ id: 'bad' }));
+    for (const json of [{ config_json: '{not json' }, { user_json: '' }]) {
+      assert.throws(
+        () => withConnection(path, (db) => insertRow(db, 'containers', { ...record, ...json })),
+        /CHECK constraint failed/,
+        JSON.stringify(json),
+      );
+    }
     assert.deepEqual(store.containers.list(), []);
   });
 
@@ -199,14 +222,14 @@ describe('Store containers', () => {
   });
 
   it('lists in numeric created_at order, per sandbox too', () => {
-    store.insertSandbox(sandbox({ id: 'pod2', uid: 'uid-2' }));
+    store.sandboxes.insert(sandbox({ id: 'pod2', uid: 'uid-2' }));
     store.containers.insert(container({ id: 'c', name: 'c', createdAt: '1763793600123456789' }));
     store.containers.insert(container({ id: 'a', name: 'a', createdAt: '1000' }));
     store.containers.insert(container({ id: 'b', name: 'b', createdAt: '999', sandboxId: 'pod2' }));
     // A journal row that has no creation time yet sorts first; ties fall back to the id.
     store.containers.insert(container({ id: 'e', name: 'e', createdAt: '0' }));
     store.containers.insert(container({ id: 'd', name: 'd', createdAt: '0' }));
-    const ids = (rows: ContainerRow[]): string[] => rows.map((row) => row.id);
+    const ids = (rows: Container[]): string[] => rows.map((row) => row.id);
     assert.deepEqual(ids(store.containers.list()), ['d', 'e', 'b', 'a', 'c']);
     assert.deepEqual(ids(store.containers.listBySandbox('pod1')), ['d', 'e', 'a', 'c']);
     assert.deepEqual(ids(store.containers.listBySandbox('pod2')), ['b']);
@@ -282,16 +305,14 @@ describe('Store containers migration', () => {
     const v2 = new Database(path);
     try {
       assert.deepEqual(migrate(v2, migrations.slice(0, 2)), { from: 0, to: 2 });
-      const columns = SANDBOX_COLUMNS.join(', ');
-      const params = SANDBOX_COLUMNS.map((column) => `@${column}`).join(', ');
-      v2.prepare(`INSERT INTO sandboxes (${columns}) VALUES (${params})`).run(toRecord(row));
+      insertRow(v2, 'sandboxes', sandboxMapping.toRecord(row));
     } finally {
       v2.close();
     }
 
     const store = Store.open(path);
     try {
-      assert.deepEqual(store.getSandbox(row.id), row);
+      assert.deepEqual(store.sandboxes.get(row.id), row);
       store.containers.insert(container());
       assert.equal(store.containers.get('c0ffee01')?.sandboxId, row.id);
     } finally {

@@ -25,15 +25,7 @@ import {
 } from '../../src/model/sandbox-lifecycle.js';
 import { ContainerRepo, SandboxRepo, Store } from '../../src/store/index.js';
 import { emptyResources } from '../harness/container-spec.js';
-import {
-  IMAGE_ID,
-  cniResults,
-  container,
-  containerRow,
-  sandbox,
-  sandboxRow,
-  storedNetworking,
-} from '../harness/records.js';
+import { IMAGE_ID, cniResults, container, sandbox, storedNetworking } from '../harness/records.js';
 
 const UP = { results: cniResults(), ip: '10.88.0.5', additionalIps: ['fd00::5'] };
 
@@ -85,22 +77,6 @@ describe('SandboxRepo', () => {
     assert.deepEqual(store.sandboxes.findByMetadata('default', 'nginx', 'uid-1', 0), record);
     assert.equal(store.sandboxes.findByMetadata('default', 'nginx', 'uid-1', 1), undefined);
     assert.equal(store.sandboxes.get('nope'), undefined);
-  });
-
-  it('keeps the columns the row API reads, and reads what it wrote', () => {
-    const typed = sandbox({ cniConfig: storedNetworking() });
-    store.sandboxes.insert(typed);
-    assert.deepEqual(store.getSandbox(typed.id), {
-      ...sandboxRow(),
-      cniConfigJson: JSON.stringify(storedNetworking()),
-    });
-
-    const row = sandboxRow({ id: 'pod2', uid: 'uid-2', cniResultJson: JSON.stringify(cniResults()) });
-    store.insertSandbox(row);
-    assert.deepEqual(store.sandboxes.get('pod2'), {
-      ...sandbox({ id: 'pod2', uid: 'uid-2' }),
-      cniResults: cniResults(),
-    });
   });
 
   it('lists oldest first and finds by id prefix, literally', () => {
@@ -254,7 +230,7 @@ describe('ContainerRepo', () => {
 
   beforeEach(() => {
     store.sandboxes.insert(sandbox());
-    repo = store.typedContainers;
+    repo = store.containers;
   });
 
   it('round-trips a container with its spec and user parsed, across a reopen', () => {
@@ -263,7 +239,7 @@ describe('ContainerRepo', () => {
     assert.deepEqual(repo.get(record.id), record);
     store.close();
     store = Store.open(path);
-    repo = store.typedContainers;
+    repo = store.containers;
     assert.deepEqual(repo.get(record.id), record);
     assert.deepEqual(repo.list(), [record]);
     assert.deepEqual(repo.listBySandbox('pod1'), [record]);
@@ -271,13 +247,6 @@ describe('ContainerRepo', () => {
     assert.deepEqual(repo.imageInUse(IMAGE_ID), [record.id]);
     assert.equal(repo.delete(record.id), true);
     assert.equal(repo.get(record.id), undefined);
-  });
-
-  it('keeps the columns the row API reads, and reads what it wrote', () => {
-    repo.insert(container());
-    assert.deepEqual(store.containers.get('c0ffee01'), containerRow());
-    store.containers.insert(containerRow({ id: 'c2', name: 'two', userJson: JSON.stringify(USER) }));
-    assert.deepEqual(repo.get('c2'), container({ id: 'c2', name: 'two', user: USER }));
   });
 
   it('refuses a taken id or metadata, and a container of an unknown sandbox', () => {

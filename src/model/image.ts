@@ -1,4 +1,7 @@
-/** An image's config blob (OCI image-spec and Docker schema 2), as far as berth reads it. */
+/**
+ * An image's config blob (OCI image-spec and Docker schema 2), as far as berth reads it. The image
+ * record (src/store) carries it parsed, so that containers and image status read fields, not JSON.
+ */
 
 /** The runtime part of an image config (`config` in the JSON). */
 export interface ImageRuntimeConfig {
