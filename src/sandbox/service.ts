@@ -4,7 +4,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { Cni } from '../cni/index.js';
-import { loadDefaultNetwork } from '../cni/config.js';
+import { loadUsableNetwork } from '../cni/readiness.js';
 import type { CniNetworkList } from '../cni/types.js';
 import type { BerthConfig } from '../config/types.js';
 import { AlreadyExistsError, FailedPreconditionError } from '../errors.js';
@@ -70,9 +70,9 @@ export class SandboxService {
     this.teardown = new SandboxTeardown({ sandboxes: deps.store.sandboxes, cni: deps.cni, runc: deps.runc });
   }
 
-  /** The pod network is ready when a default CNI network loads from the conf dir. */
+  /** Ready when a default CNI network loads from the conf dir and every plugin it runs is installed. */
   async networkStatus(): Promise<NetworkStatus> {
-    const loaded = await loadDefaultNetwork(this.deps.config.cniConfDir);
+    const loaded = await loadUsableNetwork(this.deps.config.cniConfDir, this.deps.config.cniBinDirs);
     return loaded.network ? { ready: true } : { ready: false, reason: loaded.reason };
   }
 
@@ -105,7 +105,7 @@ export class SandboxService {
 
     let defaultNetwork: CniNetworkList | null = null;
     if (!hostNetwork) {
-      const loaded = await loadDefaultNetwork(config.cniConfDir);
+      const loaded = await loadUsableNetwork(config.cniConfDir, config.cniBinDirs);
       if (!loaded.network) throw new FailedPreconditionError(`pod network is not ready: ${loaded.reason}`);
       defaultNetwork = loaded.network;
     }

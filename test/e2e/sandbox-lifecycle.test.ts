@@ -4,7 +4,7 @@
  * Sends no traffic: every check reads the host's state (mounts, /proc, leases, SQLite).
  */
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { status } from '@grpc/grpc-js';
@@ -468,6 +468,43 @@ describe('pod sandbox lifecycle', { timeout: 300_000 }, () => {
     }
     assert.equal((await conditions()).NetworkReady?.status, true);
     assert.deepEqual(await snapshot(), before);
+  });
+
+  test('NetworkReady is false, naming the file and plugin, when a plugin binary is missing or the conflist is broken', async () => {
+    const before = await snapshot();
+    const conflist = join(daemon.cniConfDir, '10-missing.conflist');
+    const notReadyBecause = async (...words: string[]): Promise<void> => {
+      const network = (await conditions()).NetworkReady;
+      assert.equal(network?.status, false);
+      assert.equal(network?.reason, 'NetworkPluginNotReady');
+      for (const word of words)
+        assert.ok(network?.message.includes(word), `"${word}" in: ${network?.message}`);
+    };
+    await daemon.writeCniConfig('none');
+    try {
+      await writeFile(
+        conflist,
+        JSON.stringify({
+          cniVersion: '1.0.0',
+          name: 'missing-plugin',
+          plugins: [{ type: 'berth-no-such-plugin', ipam: { type: 'host-local' } }],
+        }),
+      );
+      await notReadyBecause('10-missing.conflist', 'berth-no-such-plugin');
+      // Refused before anything is made, rather than failing half-way at CNI ADD.
+      await rejectsWith(
+        runPodSandbox(daemon.cri, podConfig('lc-missing-plugin')),
+        status.FAILED_PRECONDITION,
+        'berth-no-such-plugin',
+      );
+      assert.deepEqual(await snapshot(), before, 'the refused pod left nothing behind');
+
+      await writeFile(conflist, '{"cniVersion": "1.0.0", "name": "broken", "plugins": [');
+      await notReadyBecause('10-missing.conflist', 'invalid JSON');
+    } finally {
+      await daemon.writeCniConfig('bridge');
+    }
+    assert.equal((await conditions()).NetworkReady?.status, true, 'a fixed config applies without a restart');
   });
 
   test('rpcs berth does not implement answer UNIMPLEMENTED naming themselves', async () => {
