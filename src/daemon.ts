@@ -3,7 +3,10 @@ import { join } from 'node:path';
 import { Cni } from './cni/index.js';
 import { findProgram } from './exec.js';
 import type { BerthConfig } from './config/types.js';
+import { describePod, type PodSnapshot } from './cri/events.js';
 import { serveCri, type CriServer } from './cri/server.js';
+import { EventHub } from './events/hub.js';
+import { LifecyclePublisher, sandboxChange, type LifecycleEvent } from './events/lifecycle.js';
 import { Puller } from './image/pull.js';
 import { sweepImageStore } from './image/recovery.js';
 import { ImageService } from './image/service.js';
@@ -14,18 +17,23 @@ import { loadRegistryHosts } from './registry/hosts.js';
 import type { Logger } from './log.js';
 import { prepareNetnsDir } from './netns/index.js';
 import { ensureInfraRootfs } from './oci/infra.js';
-import { Runc } from './oci/runc.js';
 import { recover } from './sandbox/recovery.js';
 import { recoverContainers } from './container/recovery.js';
 import { execDirs } from './container/exec.js';
 import { ContainerService } from './container/service.js';
 import { resetExecDirs } from './oci/exec-process.js';
-import { Conmon } from './monitor/conmon.js';
 import { ExitWatcher } from './monitor/exits.js';
+import { PodStatsService } from './podstats/service.js';
 import { PodGate } from './sandbox/gate.js';
+import { openRuntimeHandlers } from './sandbox/runtimes.js';
 import { SandboxService } from './sandbox/service.js';
 import { Store } from './store/index.js';
 import { StreamingServer } from './streaming/server.js';
+
+/** kubelet's own event channel holds 1000 (plegChannelCapacity); CRI-O buffers as many. */
+const EVENT_BUFFER = 1000;
+/** containerd keeps events nobody has subscribed to yet for 5 minutes. */
+const EVENT_RETAIN_MS = 5 * 60_000;
 
 /** How often berthd looks for containers whose conmon died (exits themselves arrive by inotify). */
 const MONITOR_CHECK_MS = 5_000;
@@ -54,13 +62,6 @@ export async function startDaemon(
 
   const store = Store.open(join(config.rootDir, 'berth.db'));
   const cni = new Cni({ binDirs: config.cniBinDirs, timeoutMs: config.cniTimeoutMs, logger });
-  // runc's state lives on tmpfs, so a reboot clears it together with the processes it describes.
-  const runc = new Runc({
-    binary: config.runtime,
-    root: join(config.stateDir, 'runc'),
-    systemdCgroup: config.cgroupDriver === 'systemd',
-    timeoutMs: config.runtimeTimeoutMs,
-  });
 
   const content = new ContentStore(config.rootDir);
   const layers = new LayerStore(config.rootDir);
@@ -68,26 +69,37 @@ export async function startDaemon(
   const exitDir = join(config.stateDir, 'exits');
   const persistDir = join(config.stateDir, 'monitor');
   const exits = new ExitWatcher(exitDir, logger, persistDir);
-  const conmon = new Conmon({
-    binary: await findProgram(config.monitor),
-    runtime: await findProgram(config.runtime),
-    runtimeRoot: join(config.stateDir, 'runc'),
-    systemdCgroup: config.cgroupDriver === 'systemd',
-    exitDir,
-    persistDir,
-    socketDir: join(config.stateDir, 'sockets'),
-    timeoutMs: config.runtimeTimeoutMs,
-  });
+  // runc's state lives on tmpfs, so a reboot clears it together with the processes it describes.
+  const runtimes = await openRuntimeHandlers(
+    { name: 'runc', binary: config.runtime, root: join(config.stateDir, 'runc') },
+    config.runtimeHandlers.map(({ name, path, root }) => ({ name, binary: path, root })),
+    {
+      binary: await findProgram(config.monitor),
+      systemdCgroup: config.cgroupDriver === 'systemd',
+      exitDir,
+      persistDir,
+      socketDir: join(config.stateDir, 'sockets'),
+      timeoutMs: config.runtimeTimeoutMs,
+    },
+  );
 
+  const eventHub = new EventHub<LifecycleEvent<PodSnapshot>>({
+    capacity: EVENT_BUFFER,
+    retainMs: EVENT_RETAIN_MS,
+    logger,
+  });
+  const events = new LifecyclePublisher<PodSnapshot>(eventHub, logger);
   const report = await recover({
     config,
     store,
     cni,
-    runc,
+    runtimes,
     logger,
     recoverContainers: (rebooted) =>
-      recoverContainers({ config, store, runc, conmon, exits, exitDir, persistDir, logger, rebooted }),
+      recoverContainers({ config, store, runtimes, exits, exitDir, persistDir, logger, events, rebooted }),
   });
+  // Infra processes that died while berthd was down: their pods are stopped now.
+  for (const id of report.markedNotReady) events.publish(sandboxChange('STOPPED', id));
   const imageSweep = await sweepImageStore(store.images, content, layers, logger);
   logger.info({ ...report, imageSweep, ms: Date.now() - started }, 'state recovered');
 
@@ -111,11 +123,11 @@ export async function startDaemon(
     config,
     pods,
     store,
-    runc,
-    conmon,
+    runtimes,
     exits,
     images,
     logger,
+    events,
     ...(opts.pauseBeforeStep ? { pauseBeforeStep: opts.pauseBeforeStep } : {}),
   });
   // Recovery read the exits conmon wrote while berthd was down; the watcher also reports the files
@@ -128,11 +140,19 @@ export async function startDaemon(
     pods,
     store,
     cni,
-    runc,
+    runtimes,
     logger,
     infraRootfs,
     containers: containers.lifecycle,
+    events,
     ...(opts.pauseBeforeStep ? { pauseBeforeStep: opts.pauseBeforeStep } : {}),
+  });
+  events.describeWith((sandboxId) => describePod(sandboxes, containers, sandboxId));
+  const podStats = new PodStatsService({
+    store,
+    containerStats: containers.stats,
+    cgroupDriver: config.cgroupDriver,
+    timeoutMs: config.runtimeTimeoutMs,
   });
   const monitorCheck = setInterval(() => {
     containers.exits.checkMonitors().catch((err: unknown) => logger.error({ err }, 'monitor check failed'));
@@ -158,9 +178,14 @@ export async function startDaemon(
       },
       logger,
     );
-    server = await serveCri(config, { sandboxes, images, containers, streams: streaming }, logger);
+    server = await serveCri(
+      config,
+      { sandboxes, images, containers, podStats, events: eventHub, streams: streaming },
+      logger,
+    );
   } catch (err) {
     clearInterval(monitorCheck);
+    eventHub.close();
     await streaming?.close();
     exits.close();
     store.close();
@@ -170,6 +195,8 @@ export async function startDaemon(
   return {
     close: async () => {
       clearInterval(monitorCheck);
+      // Event streams never end by themselves; the server's shutdown waits for every call.
+      eventHub.close();
       await server.close();
       // Open exec and attach sessions end here; their processes are killed, containers keep running.
       await streams.close();

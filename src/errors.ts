@@ -47,6 +47,16 @@ export class DeadlineExceededError extends BerthError {
   override name = 'DeadlineExceededError';
 }
 
+/** Something berth keeps per caller is full (a subscriber's event buffer); the caller may ask again. */
+export class ResourceExhaustedError extends BerthError {
+  override name = 'ResourceExhaustedError';
+}
+
+/** berth cannot serve this now (it is shutting down); the caller retries. */
+export class UnavailableError extends BerthError {
+  override name = 'UnavailableError';
+}
+
 /** A host program failed or timed out. Carries what the program said on stderr. */
 export class ExecError extends BerthError {
   override name = 'ExecError';

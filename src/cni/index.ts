@@ -20,6 +20,14 @@ export interface CniOptions {
   logger?: Logger;
 }
 
+export interface AddHooks {
+  /**
+   * Called with a plugin's index in the chain once its binary is found and before its ADD runs,
+   * so that the caller can journal which plugins will need a DEL.
+   */
+  beforePlugin?: (index: number) => void;
+}
+
 /** Drives CNI plugin chains (network configuration lists) for one sandbox attachment at a time. */
 export class Cni {
   constructor(private readonly opts: CniOptions) {}
@@ -28,12 +36,13 @@ export class Cni {
    * ADD through the chain; each plugin sees the previous one's result. Undoing a half-done chain is
    * the caller's job (it registers a DEL before calling), so a failure here just throws.
    */
-  async add(net: CniNetworkList, at: CniAttachment): Promise<CniResult> {
+  async add(net: CniNetworkList, at: CniAttachment, hooks: AddHooks = {}): Promise<CniResult> {
     const cniArgs = checkInputs('ADD', net, at);
     let prev: CniResult | undefined;
-    for (const plugin of net.plugins) {
+    for (const [index, plugin] of net.plugins.entries()) {
       const conf = pluginConf(net, plugin, at, prev);
-      const stdout = await this.invoke('ADD', net, plugin, at, cniArgs, conf);
+      const beforeRun = hooks.beforePlugin && (() => hooks.beforePlugin?.(index));
+      const stdout = await this.invoke('ADD', net, plugin, at, cniArgs, conf, beforeRun);
       prev = parseResult(stdout, net, plugin);
     }
     if (prev === undefined)
@@ -45,13 +54,20 @@ export class Cni {
    * DEL through the chain in reverse, stopping at the first failure as libcni does: the plugins
    * before it in the chain (IPAM above all) keep their state, so the IP is not handed to another
    * pod while a later plugin may still hold rules for it. The caller retries the whole DEL.
+   * `started` limits it to the chain's first plugins, those whose ADD ran; 0 runs nothing.
    */
-  async del(net: CniNetworkList, at: CniAttachment, prevResult?: CniResult): Promise<void> {
+  async del(
+    net: CniNetworkList,
+    at: CniAttachment,
+    prevResult?: CniResult,
+    started = net.plugins.length,
+  ): Promise<void> {
+    if (started === 0) return;
     const cniArgs = checkInputs('DEL', net, at);
     // prevResult on DEL arrived with spec 0.4.0; 0.3.x plugins may reject the unknown key.
     const prev =
       prevResult !== undefined && compareCniVersions(net.cniVersion, '0.4.0') >= 0 ? prevResult : undefined;
-    for (const plugin of [...net.plugins].reverse()) {
+    for (const plugin of net.plugins.slice(0, started).reverse()) {
       await this.invoke('DEL', net, plugin, at, cniArgs, pluginConf(net, plugin, at, prev));
     }
   }
@@ -63,6 +79,7 @@ export class Cni {
     at: CniAttachment,
     cniArgs: string,
     conf: JsonObject,
+    beforeRun?: () => void,
   ): Promise<string> {
     const started = Date.now();
     const log = { command, network: net.name, plugin: plugin.type, containerId: at.containerId };
@@ -78,7 +95,7 @@ export class Cni {
           cniArgs,
           conf,
         },
-        { binDirs: this.opts.binDirs, timeoutMs: this.opts.timeoutMs },
+        { binDirs: this.opts.binDirs, timeoutMs: this.opts.timeoutMs, ...(beforeRun ? { beforeRun } : {}) },
       );
       this.opts.logger?.debug({ ...log, ms: Date.now() - started }, 'cni plugin done');
       return stdout;

@@ -25,6 +25,8 @@ export interface PluginCall {
 export interface InvokeOptions {
   binDirs: readonly string[];
   timeoutMs: number;
+  /** Called once the plugin's binary is found, right before it is run; a throw stops it from running. */
+  beforeRun?: () => void;
 }
 
 /** First executable regular file named `type` in binDirs, in order (as libcni's FindInPath). */
@@ -54,6 +56,7 @@ export async function invokePlugin(call: PluginCall, opts: InvokeOptions): Promi
       `plugin binary "${call.plugin}" not found in ${opts.binDirs.join(', ') || '(no bin dirs)'}`,
     );
   }
+  opts.beforeRun?.();
   const env: Record<string, string> = {
     CNI_COMMAND: call.command,
     CNI_CONTAINERID: call.containerId,

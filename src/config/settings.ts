@@ -12,6 +12,7 @@ import {
   duration,
   listenAddress,
   program,
+  runtimeHandlerList,
   socketPath,
   type ValueKind,
 } from './values.js';
@@ -133,6 +134,16 @@ const DECLARED = {
     kind: program,
     default: 'runc',
     help: 'OCI runtime: an absolute path or a name looked up in PATH',
+  }),
+  runtimeHandlers: setting({
+    key: 'runtime.handlers',
+    flag: { name: '--runtime-handler', arg: 'NAME=PATH:ROOT' },
+    kind: runtimeHandlerList,
+    default: [],
+    example: [{ name: 'other', path: '/usr/sbin/runc', root: '/run/berth/runc-other' }],
+    help: 'More runtime handlers (RuntimeClass handler names) besides the default "runc"; the flag is repeatable',
+    details:
+      'Each is a runc-compatible binary and a root of its own. In this file: a table [runtime.handlers.NAME] with path and root.',
   }),
   monitor: setting({
     key: 'runtime.monitor',

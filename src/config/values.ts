@@ -7,7 +7,7 @@ import { posix } from 'node:path';
 import { parseHostPort } from '../address.js';
 import { errorMessage } from '../errors.js';
 import { ConfigError } from './error.js';
-import { describeTomlValue, tomlString } from './toml.js';
+import { describeTomlValue, isTomlTable, tomlString } from './toml.js';
 
 /** A flag's values, in command-line order. */
 export interface FlagValues {
@@ -174,3 +174,91 @@ export function formatDuration(ms: number): string {
   }
   return out;
 }
+
+/** An OCI runtime kubelet may ask for by name (RuntimeClass handler), besides the default runc. */
+export interface RuntimeHandlerSetting {
+  name: string;
+  /** The runc-compatible binary: an absolute path or a name looked up in PATH. */
+  path: string;
+  /** Its --root: each handler keeps its own state, so no two handlers share one. */
+  root: string;
+}
+
+/** As RuntimeClass requires of a handler name: a DNS label. */
+const HANDLER_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+/** The default handler's name; it is configured by runtime.path. */
+const DEFAULT_HANDLER = 'runc';
+const HANDLER_KEYS = ['path', 'root'];
+
+function handlerName(name: string, where: string): string {
+  if (!HANDLER_NAME.test(name)) {
+    throw new ConfigError(
+      `${where}: handler name "${name}" is not a DNS label (lowercase letters, digits, -)`,
+    );
+  }
+  if (name === DEFAULT_HANDLER) {
+    throw new ConfigError(`${where}: "${DEFAULT_HANDLER}" is the default handler; set runtime.path instead`);
+  }
+  return name;
+}
+
+function distinctHandlers(handlers: RuntimeHandlerSetting[], where: string): RuntimeHandlerSetting[] {
+  handlers.forEach((handler, i) => {
+    const earlier = handlers.slice(0, i);
+    if (earlier.some((other) => other.name === handler.name)) {
+      throw new ConfigError(`${where}: handler "${handler.name}" is declared twice`);
+    }
+    const sharing = earlier.find((other) => other.root === handler.root);
+    if (sharing) {
+      throw new ConfigError(
+        `${where}: handlers "${sharing.name}" and "${handler.name}" share root ${handler.root}`,
+      );
+    }
+  });
+  return handlers;
+}
+
+/**
+ * Named runtime handlers: in the file a table per handler (`[runtime.handlers.<name>]` with `path`
+ * and `root`), on the command line `NAME=PATH:ROOT`, repeatable; either way the list is replaced.
+ */
+export const runtimeHandlerList: ValueKind<RuntimeHandlerSetting[]> = {
+  fromFlag: (values, where) =>
+    distinctHandlers(
+      values.all.map((value) => {
+        const match = /^([^=]*)=([^:]*):(.*)$/.exec(value);
+        if (match === null) throw new ConfigError(`${where}: expected NAME=PATH:ROOT, got "${value}"`);
+        const [, name = '', path = '', root = ''] = match;
+        return {
+          name: handlerName(name, where),
+          path: parseProgram(path, where),
+          root: parseAbsolutePath(root, where),
+        };
+      }),
+      where,
+    ),
+  fromToml: (value, where) => {
+    if (!isTomlTable(value)) {
+      throw new ConfigError(`${where}: expected a table of handlers, got ${describeTomlValue(value)}`);
+    }
+    const handlers = Object.entries(value).map(([name, table]) => {
+      const at = `${where}.${name}`;
+      handlerName(name, at);
+      if (!isTomlTable(table))
+        throw new ConfigError(`${at}: expected a table, got ${describeTomlValue(table)}`);
+      const unknown = Object.keys(table).find((key) => !HANDLER_KEYS.includes(key));
+      if (unknown !== undefined) {
+        throw new ConfigError(`${at}: unknown key "${unknown}" (known: ${HANDLER_KEYS.join(', ')})`);
+      }
+      return {
+        name,
+        path: program.fromToml(table.path, `${at}.path`),
+        root: absolutePath.fromToml(table.root, `${at}.root`),
+      };
+    });
+    return distinctHandlers(handlers, where);
+  },
+  show: (handlers) => handlers.map((h) => `${h.name}=${h.path}:${h.root}`).join(','),
+  toToml: (handlers) =>
+    `{ ${handlers.map((h) => `${h.name} = { path = ${tomlString(h.path)}, root = ${tomlString(h.root)} }`).join(', ')} }`,
+};

@@ -1,21 +1,23 @@
 import type { BerthConfig } from '../config/types.js';
+import type { LifecycleEvents } from '../events/lifecycle.js';
 import type { ImageService } from '../image/service.js';
 import type { Logger } from '../log.js';
-import type { Conmon } from '../monitor/conmon.js';
+import type { Container } from '../model/container.js';
 import type { ExitWatcher } from '../monitor/exits.js';
-import type { Runc } from '../oci/runc.js';
 import type { KeyedLock } from '../operation/lock.js';
 import type { PodGate } from '../sandbox/gate.js';
+import type { RuntimeHandler, RuntimeHandlers } from '../sandbox/runtimes.js';
 import type { Store } from '../store/index.js';
 
 export interface ContainerServiceDeps {
   config: BerthConfig;
   store: Store;
-  runc: Runc;
-  conmon: Conmon;
+  runtimes: RuntimeHandlers;
   exits: ExitWatcher;
   images: ImageService;
   logger: Logger;
+  /** Where creates, starts, exits and removals are reported (GetContainerEvents). */
+  events: LifecycleEvents;
   /** Orders container operations against StopPodSandbox and RemovePodSandbox of their pod. */
   pods: PodGate;
   /** Test-only, as SandboxServiceDeps.pauseBeforeStep: CreateContainer waits forever before this step. */
@@ -30,4 +32,16 @@ export interface ContainerContext {
    * part of the service they come through.
    */
   readonly lock: KeyedLock;
+}
+
+/**
+ * A container runs under its pod's runtime handler. Container rows are removed before their pod's,
+ * so the pod is there; without it the default handler is the only one a container could have.
+ */
+export function runtimeOf(
+  deps: Pick<ContainerServiceDeps, 'store' | 'runtimes'>,
+  container: Pick<Container, 'sandboxId'>,
+): RuntimeHandler {
+  const pod = deps.store.sandboxes.get(container.sandboxId);
+  return pod ? deps.runtimes.of(pod) : deps.runtimes.defaultHandler;
 }

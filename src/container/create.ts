@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, realpath, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from '../errors.js';
+import { containerChange } from '../events/lifecycle.js';
 import { containerDir, prepareRootfs } from '../imagestore/rootfs.js';
 import { newContainer, type ContainerSpec } from '../model/container.js';
 import type { Sandbox } from '../model/sandbox.js';
@@ -101,7 +102,7 @@ export class ContainerCreation {
         for (const note of prepared.notes) log.warn(note);
       });
       await step('monitor', async () => {
-        const created = await this.deps.conmon.create({
+        const created = await this.deps.runtimes.of(sandbox).conmon.create({
           id,
           name: `${pod.metadata.namespace}_${pod.metadata.name}_${spec.metadata.name}`,
           bundleDir,
@@ -112,7 +113,7 @@ export class ContainerCreation {
         });
         store.containers.processCreated(id, created);
       });
-      store.containers.markCreated(id);
+      this.deps.events.publish(containerChange('CREATED', store.containers.markCreated(id)));
       steps.release();
       log.info({ name: spec.metadata.name, stepsMs: steps.timingsMs }, 'container created');
       return id;

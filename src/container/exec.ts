@@ -7,7 +7,7 @@ import { attachToMonitor } from '../monitor/attach.js';
 import { execStream, type ExecStreamIo } from '../oci/exec-stream.js';
 import { EXEC_SYNC_OUTPUT_CAP, execSync, type ExecSyncResult } from '../oci/exec-sync.js';
 import type { Process, Spec } from '../oci/spec.js';
-import type { ContainerServiceDeps } from './context.js';
+import { runtimeOf, type ContainerServiceDeps } from './context.js';
 import { findRunning } from './lookup.js';
 import { timerMs } from './timer.js';
 
@@ -29,7 +29,7 @@ export class ContainerExec {
   ): Promise<ExecSyncResult> {
     const container = findRunning(this.deps.store, idOrPrefix);
     const process = await execProcess(container, cmd);
-    return execSync(this.deps.runc, container.id, process, {
+    return execSync(runtimeOf(this.deps, container).runc, container.id, process, {
       timeoutMs: timerMs(timeoutSeconds),
       maxOutputBytes: EXEC_SYNC_OUTPUT_CAP,
       tmpDir: execDirs(this.deps.config),
@@ -46,13 +46,20 @@ export class ContainerExec {
   async execStream(idOrPrefix: string, cmd: string[], io: ExecStreamIo): Promise<number> {
     const container = findRunning(this.deps.store, idOrPrefix);
     const process = await execProcess(container, cmd);
-    return execStream(this.deps.runc, container.id, process, io, execDirs(this.deps.config));
+    return execStream(
+      runtimeOf(this.deps, container).runc,
+      container.id,
+      process,
+      io,
+      execDirs(this.deps.config),
+    );
   }
 
   /** Joins the container's own stdio (held by conmon) until its output ends or the client leaves. */
   async attach(idOrPrefix: string, io: ExecStreamIo): Promise<void> {
-    const { conmon, logger } = this.deps;
+    const { logger } = this.deps;
     const container = findRunning(this.deps.store, idOrPrefix);
+    const { conmon } = runtimeOf(this.deps, container);
     const { spec } = container;
     const onResize = (size: { width: number; height: number }): void => {
       conmon.resizeTerminal(container.bundleDir, size).catch((err: unknown) => {

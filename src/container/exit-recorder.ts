@@ -2,7 +2,7 @@ import { errorMessage } from '../errors.js';
 import type { Container } from '../model/container.js';
 import type { ExitRecord } from '../monitor/exits.js';
 import { isRunning } from '../process/index.js';
-import type { ContainerContext } from './context.js';
+import { runtimeOf, type ContainerContext } from './context.js';
 import { hasProcess } from './lookup.js';
 import { exitReason, recordExit, settleUnmonitored } from './settle.js';
 
@@ -15,21 +15,24 @@ export class ExitRecorder {
 
   /** Exit files arrive from conmon; each is applied once, under the container's lock. */
   onExit(record: ExitRecord): Promise<void> {
-    const { store, runc, logger } = this.ctx.deps;
+    const { store, logger } = this.ctx.deps;
     return this.ctx.lock.with(record.id, async () => {
       this.apply(record);
       // runc's record of a dead container only holds its cgroup; dropping it now keeps
       // RemoveContainer cheap, as containerd deletes its task on exit.
-      if (store.containers.get(record.id)?.state !== 'EXITED') return;
-      await runc.delete(record.id).catch((err: unknown) => {
-        logger.warn({ container: record.id, err: errorMessage(err) }, 'runc delete after exit failed');
-      });
+      const container = store.containers.get(record.id);
+      if (container?.state !== 'EXITED') return;
+      await runtimeOf(this.ctx.deps, container)
+        .runc.delete(record.id)
+        .catch((err: unknown) => {
+          logger.warn({ container: record.id, err: errorMessage(err) }, 'runc delete after exit failed');
+        });
     });
   }
 
   /** Records an exit once; later reports of the same exit change nothing. Call under the container's lock. */
   apply(record: ExitRecord): void {
-    if (!recordExit(this.ctx.deps.store, record)) return;
+    if (!recordExit(this.ctx.deps, record)) return;
     const reason = exitReason(record);
     this.ctx.deps.logger.info(
       { container: record.id, exitCode: record.exitCode, reason },

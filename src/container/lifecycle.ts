@@ -1,10 +1,11 @@
 import { FailedPreconditionError, StepError, errorMessage } from '../errors.js';
+import { containerChange } from '../events/lifecycle.js';
 import type { Container, ContainerResources, ContainerSpec } from '../model/container.js';
 import { linuxResources } from '../oci/container.js';
 import { isRunning } from '../process/index.js';
 import { findSandbox } from '../sandbox/lookup.js';
 import { nowNanos } from '../time.js';
-import type { ContainerContext } from './context.js';
+import { runtimeOf, type ContainerContext } from './context.js';
 import { ContainerCreation } from './create.js';
 import type { ExitRecorder } from './exit-recorder.js';
 import {
@@ -47,9 +48,10 @@ export class ContainerLifecycle {
   }
 
   private async startInPod(id: string): Promise<void> {
-    const { store, runc, logger, exits } = this.ctx.deps;
+    const { store, logger, exits, events } = this.ctx.deps;
     await this.ctx.lock.with(id, async () => {
       const container = currentContainer(store, id);
+      const { runc } = runtimeOf(this.ctx.deps, container);
       if (container.state !== 'CREATED') {
         throw new FailedPreconditionError(`container ${id} is ${stateWord(container)}, not created`);
       }
@@ -59,18 +61,20 @@ export class ContainerLifecycle {
       } catch (err) {
         // A start that went through before an error (or a retry after a crash) is a start.
         if ((await runc.state(id).catch(() => null))?.status === 'running') {
-          store.containers.markRunning(id, startedAt);
+          events.publish(containerChange('STARTED', store.containers.markRunning(id, startedAt)));
           return;
         }
-        store.containers.startFailed(id, startedAt, {
+        const failed = store.containers.startFailed(id, startedAt, {
           exitCode: 128,
           reason: 'StartError',
           message: errorMessage(err),
           finishedAt: nowNanos(),
         });
+        // It is exited now, as kubelet's next look at the pod must see.
+        events.publish(containerChange('STOPPED', failed));
         throw new StepError('start', err);
       }
-      store.containers.markRunning(id, startedAt);
+      events.publish(containerChange('STARTED', store.containers.markRunning(id, startedAt)));
       logger.info({ container: id }, 'container started');
     });
     // An exit that raced the start waited for the lock; make sure it is not lost.
@@ -85,9 +89,10 @@ export class ContainerLifecycle {
   }
 
   private async stopLocked(id: string, timeoutSeconds: number): Promise<void> {
-    const { store, runc, exits, logger } = this.ctx.deps;
+    const { store, exits, logger, events } = this.ctx.deps;
     const container = currentContainer(store, id);
     if (container.state === 'EXITED' || container.state === 'CREATING') return;
+    const { runc } = runtimeOf(this.ctx.deps, container);
     const already = await exits.read(id);
     if (already) {
       this.recorder.apply(already);
@@ -114,12 +119,13 @@ export class ContainerLifecycle {
     const state = await runc.state(id);
     const alive = state !== null && state.status !== 'stopped' && (await isRunning(state.pid));
     if (alive) throw new StepError('stop', new Error(`container ${id} did not exit after SIGKILL`));
-    store.containers.markExited(id, {
+    const exited = store.containers.markExited(id, {
       exitCode: 137,
       reason: 'Error',
       message: 'killed by StopContainer; its monitor was gone, so the exit was not recorded by conmon',
       finishedAt: nowNanos(),
     });
+    events.publish(containerChange('STOPPED', exited));
   }
 
   /** Idempotent: an unknown id is success. A running container is killed first. */
@@ -131,6 +137,8 @@ export class ContainerLifecycle {
       if (!container) return;
       if (hasProcess(container)) await this.stopLocked(container.id, 0);
       await this.teardown.all(container.id);
+      // As containerd: sent once the container is gone, so the pod's statuses no longer list it.
+      this.ctx.deps.events.publish(containerChange('DELETED', container));
       this.ctx.deps.logger.info({ container: container.id }, 'container removed');
     });
   }
@@ -148,7 +156,7 @@ export class ContainerLifecycle {
   }
 
   async updateResources(idOrPrefix: string, resources: ContainerResources): Promise<void> {
-    const { store, runc } = this.ctx.deps;
+    const { store } = this.ctx.deps;
     const found = findContainer(store, idOrPrefix);
     await this.ctx.lock.with(found.id, async () => {
       const container = currentContainer(store, found.id);
@@ -157,7 +165,10 @@ export class ContainerLifecycle {
           `container ${container.id} is ${stateWord(container)}: nothing to update`,
         );
       }
-      await runc.update(container.id, linuxResources(await supportedResources(resources, 'linux')));
+      await runtimeOf(this.ctx.deps, container).runc.update(
+        container.id,
+        linuxResources(await supportedResources(resources, 'linux')),
+      );
       store.containers.updateResources(container.id, resources);
     });
   }
@@ -166,7 +177,7 @@ export class ContainerLifecycle {
   async reopenLog(idOrPrefix: string): Promise<void> {
     const container = findRunning(this.ctx.deps.store, idOrPrefix);
     if (container.logPath === '') return;
-    await this.ctx.deps.conmon.reopenLog(container.bundleDir, container.logPath);
+    await runtimeOf(this.ctx.deps, container).conmon.reopenLog(container.bundleDir, container.logPath);
   }
 
   private createdIn(sandboxId: string): Container[] {

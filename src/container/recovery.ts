@@ -3,25 +3,27 @@ import type { BerthConfig } from '../config/types.js';
 import { errorMessage } from '../errors.js';
 import { listRootfsDirs } from '../imagestore/rootfs.js';
 import type { Logger } from '../log.js';
+import type { LifecycleEvents } from '../events/lifecycle.js';
 import type { Container } from '../model/container.js';
-import type { Conmon } from '../monitor/conmon.js';
 import type { ExitWatcher } from '../monitor/exits.js';
-import type { Runc } from '../oci/runc.js';
+import type { RuntimeHandlers } from '../sandbox/runtimes.js';
 import type { Store } from '../store/index.js';
+import { runtimeOf } from './context.js';
 import { recordExit, settleUnmonitored } from './settle.js';
 import { ContainerTeardown } from './teardown.js';
 
 export interface ContainerRecoveryDeps {
   config: BerthConfig;
   store: Store;
-  runc: Runc;
+  runtimes: RuntimeHandlers;
   exits: ExitWatcher;
-  conmon: Conmon;
   /** Per-container monitor dirs; with no row, their container is gone. */
   persistDir: string;
   /** conmon's exit file dir, for files of containers that have no row any more. */
   exitDir: string;
   logger: Logger;
+  /** Exits found here reach kubelet as events once it subscribes. */
+  events: LifecycleEvents;
   rebooted: boolean;
 }
 
@@ -59,7 +61,7 @@ export async function recoverContainers(deps: ContainerRecoveryDeps): Promise<Co
           'rolled back a CreateContainer interrupted by a daemon exit',
         );
       } else if (container.state !== 'EXITED') await reconcile(deps, container, report);
-      else if (deps.rebooted) await deps.runc.delete(container.id, { force: true });
+      else if (deps.rebooted) await runtimeOf(deps, container).runc.delete(container.id, { force: true });
     } catch (err) {
       logger.error({ container: container.id, err: errorMessage(err) }, 'container repair failed');
     }
@@ -69,10 +71,10 @@ export async function recoverContainers(deps: ContainerRecoveryDeps): Promise<Co
 }
 
 async function reconcile(deps: ContainerRecoveryDeps, container: Container, report: ContainerRecoveryReport) {
-  const { exits, store, logger, rebooted } = deps;
+  const { exits, logger, rebooted } = deps;
   const exited = await exits.read(container.id);
   if (exited) {
-    recordExit(store, exited);
+    recordExit(deps, exited);
     report.exitedWhileDown.push(container.id);
     logger.info(
       { container: container.id, exitCode: exited.exitCode },

@@ -3,17 +3,15 @@
  * exit record, or by the one rule for a container whose conmon is gone without an exit file
  * (conmon killed, berthd crashed around it, a reboot).
  */
+import { containerChange } from '../events/lifecycle.js';
 import type { Logger } from '../log.js';
 import type { Container } from '../model/container.js';
 import type { ExitRecord } from '../monitor/exits.js';
-import type { Runc } from '../oci/runc.js';
 import { isRunning } from '../process/index.js';
-import type { Store } from '../store/index.js';
 import { nowNanos } from '../time.js';
+import { runtimeOf, type ContainerServiceDeps } from './context.js';
 
-export interface LostDeps {
-  runc: Runc;
-  store: Store;
+export interface LostDeps extends Pick<ContainerServiceDeps, 'store' | 'runtimes' | 'events'> {
   logger: Logger;
 }
 
@@ -21,15 +19,19 @@ export interface LostDeps {
  * Records conmon's exit record once: a container already EXITED (or still being created) is left
  * as is. Returns whether it changed the container.
  */
-export function recordExit(store: Store, record: ExitRecord): boolean {
+export function recordExit(
+  { store, events }: Pick<ContainerServiceDeps, 'store' | 'events'>,
+  record: ExitRecord,
+): boolean {
   const container = store.containers.get(record.id);
   if (!container || container.state === 'EXITED' || container.state === 'CREATING') return false;
-  store.containers.markExited(container.id, {
+  const exited = store.containers.markExited(container.id, {
     exitCode: record.exitCode,
     reason: exitReason(record),
     message: '',
     finishedAt: record.finishedAt,
   });
+  events.publish(containerChange('STOPPED', exited));
   return true;
 }
 
@@ -53,14 +55,15 @@ export async function settleUnmonitored(
   container: Container,
   opts: { rebooted: boolean },
 ): Promise<Settled> {
-  const { runc, store, logger } = deps;
+  const { store, logger, events } = deps;
+  const { runc } = runtimeOf(deps, container);
   const state = opts.rebooted ? null : await runc.state(container.id).catch(() => null);
   const monitorAlive = !opts.rebooted && container.monitorPid > 0 && (await isRunning(container.monitorPid));
   const processAlive = state !== null && state.status !== 'stopped' && (await isRunning(state.pid));
   if (monitorAlive && (processAlive || state?.status === 'stopped')) {
     // A stopped process under a live conmon: its exit file is about to be written.
     if (container.state === 'CREATED' && state?.status === 'running') {
-      store.containers.markRunning(container.id, nowNanos());
+      events.publish(containerChange('STARTED', store.containers.markRunning(container.id, nowNanos())));
       logger.warn(
         { container: container.id },
         'container was started by an interrupted StartContainer: running',
@@ -71,16 +74,17 @@ export async function settleUnmonitored(
   }
   if (processAlive) {
     await runc.kill(container.id, 'SIGKILL', true);
-    store.containers.markExited(container.id, {
+    const killed = store.containers.markExited(container.id, {
       exitCode: 137,
       reason: 'Error',
       message: 'killed by berthd: its monitor (conmon) was gone',
       finishedAt: nowNanos(),
     });
+    events.publish(containerChange('STOPPED', killed));
     logger.warn({ container: container.id }, 'container had lost its monitor: killed');
     return 'killed';
   }
-  store.containers.markExited(container.id, {
+  const lost = store.containers.markExited(container.id, {
     exitCode: 255,
     reason: 'Unknown',
     message: opts.rebooted
@@ -88,6 +92,7 @@ export async function settleUnmonitored(
       : 'the container monitor is gone; its exit code was lost',
     finishedAt: nowNanos(),
   });
+  events.publish(containerChange('STOPPED', lost));
   if (opts.rebooted || state !== null) await runc.delete(container.id, { force: true });
   logger.warn(
     { container: container.id, rebooted: opts.rebooted },

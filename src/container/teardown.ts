@@ -1,9 +1,10 @@
 import type { BerthConfig } from '../config/types.js';
 import { removeRootfs } from '../imagestore/rootfs.js';
 import type { Container } from '../model/container.js';
-import type { Conmon } from '../monitor/conmon.js';
 import type { ExitWatcher } from '../monitor/exits.js';
+import type { RuntimeHandlers } from '../sandbox/runtimes.js';
 import type { Store } from '../store/index.js';
+import { runtimeOf } from './context.js';
 
 /** CreateContainer's steps, in the order it takes them; its journal record names the last one begun. */
 export const CREATE_STEPS = ['rootfs', 'spec', 'monitor'] as const;
@@ -12,7 +13,7 @@ export type CreateStep = (typeof CREATE_STEPS)[number];
 export interface ContainerTeardownDeps {
   config: Pick<BerthConfig, 'rootDir'>;
   store: Store;
-  conmon: Conmon;
+  runtimes: RuntimeHandlers;
   exits: ExitWatcher;
 }
 
@@ -43,8 +44,10 @@ export class ContainerTeardown {
 
   /** runc's container, its conmon and the files they keep. */
   async discardProcess(id: string): Promise<void> {
-    const monitorPid = this.deps.store.containers.get(id)?.monitorPid ?? 0;
-    await this.deps.conmon.release(id, monitorPid);
+    const container = this.deps.store.containers.get(id);
+    // A leftover without a record may have been made by any handler; releasing an unknown id is a no-op.
+    const handlers = container ? [runtimeOf(this.deps, container)] : this.deps.runtimes.all();
+    for (const { conmon } of handlers) await conmon.release(id, container?.monitorPid ?? 0);
     await this.deps.exits.forget(id);
   }
 

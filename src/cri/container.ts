@@ -1,11 +1,6 @@
 import { DeadlineExceededError, InvalidArgumentError } from '../errors.js';
 import type { ContainerService } from '../container/service.js';
-import type {
-  ContainerFilter,
-  ContainerStateName,
-  ContainerStatsView,
-  ContainerView,
-} from '../container/types.js';
+import type { ContainerFilter, ContainerStateName, ContainerView } from '../container/types.js';
 import type {
   ContainerMount,
   ContainerNamespaces,
@@ -20,6 +15,7 @@ import type { MountPropagation } from '../oci/mounts.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
 import type { UnaryHandlers } from './handler.js';
 import { jsonInfo, type Received, type Sent } from './messages.js';
+import { toWireStats } from './stats.js';
 import {
   MAX_ENV_BYTES,
   MAX_ENV_ENTRIES,
@@ -616,36 +612,4 @@ export function toWireResources(r: ContainerResources) {
     unified: r.unified,
     memory_swap_limit_in_bytes: String(r.memorySwapLimitBytes),
   } satisfies Sent<'LinuxContainerResources'>;
-}
-
-export function toWireStats(s: ContainerStatsView) {
-  return {
-    attributes: {
-      id: s.id,
-      metadata: { name: s.metadata.name, attempt: s.metadata.attempt },
-      labels: s.labels,
-      annotations: s.annotations,
-    },
-    cpu: s.cpu
-      ? { timestamp: s.cpu.timestamp, usage_core_nano_seconds: { value: s.cpu.usageCoreNanoSeconds } }
-      : null,
-    memory: s.memory
-      ? {
-          timestamp: s.memory.timestamp,
-          working_set_bytes: { value: s.memory.workingSetBytes },
-          usage_bytes: { value: s.memory.usageBytes },
-          rss_bytes: { value: s.memory.rssBytes },
-          page_faults: { value: s.memory.pageFaults },
-          major_page_faults: { value: s.memory.majorPageFaults },
-        }
-      : null,
-    writable_layer: s.writableLayer
-      ? {
-          timestamp: s.writableLayer.timestamp,
-          fs_id: { mountpoint: s.writableLayer.mountpoint },
-          used_bytes: { value: s.writableLayer.usedBytes },
-          inodes_used: { value: s.writableLayer.inodesUsed },
-        }
-      : null,
-  } satisfies Sent<'ContainerStats'>;
 }

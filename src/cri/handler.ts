@@ -4,6 +4,7 @@ import {
   type handleUnaryCall,
   type sendUnaryData,
   type ServerUnaryCall,
+  type ServerWritableStream,
 } from '@grpc/grpc-js';
 import { InvalidArgumentError, UnimplementedError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -32,6 +33,22 @@ export type UnaryHandlers<Service> = {
 };
 
 /**
+ * A server-streaming RPC in domain terms: the messages to send, in order, as an async iterable. It
+ * ends the stream by finishing and fails it by throwing a typed error. When the client goes away,
+ * the context's signal aborts: a handler waiting for its next message must finish then.
+ */
+export type StreamHandler<Req, Res> = (request: Req, context: CallContext) => AsyncIterable<Res>;
+
+/** As UnaryHandlers, for the server-streaming rpcs of a generated service handler interface. */
+export type StreamHandlers<Service> = {
+  [
+    Rpc in keyof Service as Rpc extends string ? (string extends Rpc ? never : Rpc) : never
+  ]?: Service[Rpc] extends handleServerStreamingCall<infer Req, infer Res>
+    ? StreamHandler<Decoded<Req>, Res>
+    : never;
+};
+
+/**
  * Turns domain handlers into grpc-js ones: logging, cancellation, and errors mapped to status codes
  * (src/cri/status.ts), the same for every rpc of both services.
  */
@@ -49,6 +66,58 @@ export class RpcEdge {
 
   unimplementedStream<Req, Res>(): handleServerStreamingCall<Req, Res> {
     return (call) => this.serve(call, refuse(call), (err) => (err ? call.emit('error', err) : call.end()));
+  }
+
+  /**
+   * Writes what the handler yields as the client takes it (a slow client holds the handler back
+   * rather than filling berthd's memory), and ends the stream with OK or the error's status.
+   */
+  serverStream<Req, Res>(handler: StreamHandler<Req, Res>): handleServerStreamingCall<Req, Res> {
+    return (call) => {
+      this.stream(call, handler).catch((err: unknown) => this.logger.error({ err }, 'stream failed'));
+    };
+  }
+
+  private async stream<Req, Res>(
+    call: ServerWritableStream<Req, Res>,
+    handler: StreamHandler<Req, Res>,
+  ): Promise<void> {
+    const rpc = rpcOf(call).method;
+    const started = process.hrtime.bigint();
+    const elapsedMs = (): number => Number(process.hrtime.bigint() - started) / 1e6;
+    if (call.request instanceof MalformedRequest) {
+      this.logger.warn({ rpc, err: call.request.reason }, 'malformed request');
+      call.emit('error', toServiceError(malformed(call.request)));
+      return;
+    }
+    const cancelled = new AbortController();
+    call.once('cancelled', () => cancelled.abort(new Error('the client cancelled the call')));
+    this.logger.debug({ rpc }, 'stream opened');
+    let sent = 0;
+    try {
+      const messages = handler(call.request, { signal: cancelled.signal })[Symbol.asyncIterator]();
+      for (;;) {
+        const next = await messages.next();
+        if (next.done || cancelled.signal.aborted) break;
+        sent++;
+        if (!call.write(next.value)) await drained(call, cancelled.signal);
+      }
+      if (cancelled.signal.aborted) {
+        // Lets the handler's finally blocks run; nothing is pending on it any more.
+        await messages.return?.();
+        this.logger.debug({ rpc, sent, ms: elapsedMs() }, 'stream cancelled by the client');
+        return;
+      }
+      this.logger.debug({ rpc, sent, ms: elapsedMs() }, 'stream ended');
+      call.end();
+    } catch (err) {
+      const serviceError = toServiceError(err);
+      this.logger[levelOf(serviceError.code)](
+        { rpc, sent, ms: elapsedMs(), code: status[serviceError.code], err: serviceError.message },
+        'stream failed',
+      );
+      if (!cancelled.signal.aborted) call.emit('error', serviceError);
+    }
   }
 
   private serve<Req, Res>(
@@ -101,6 +170,19 @@ function rpcOf(call: Pick<ServerUnaryCall<unknown, unknown>, 'getPath'>): {
 } {
   const [, qualified = '', method = ''] = call.getPath().split('/');
   return { service: qualified.slice(qualified.lastIndexOf('.') + 1), method };
+}
+
+/** Until the client has taken what was written, or is gone. */
+function drained<Req, Res>(call: ServerWritableStream<Req, Res>, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      call.off('drain', done);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    call.once('drain', done);
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
 
 function refuse(call: Pick<ServerUnaryCall<unknown, unknown>, 'getPath'>): UnaryHandler<unknown, never> {

@@ -1,10 +1,12 @@
+import { isIP } from 'node:net';
 import type { BerthConfig } from '../config/types.js';
+import { InvalidArgumentError } from '../errors.js';
+import type { RuntimeHandlers } from '../sandbox/runtimes.js';
 import type { SandboxService } from '../sandbox/service.js';
 import { BERTH_VERSION } from '../version.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
 import type { UnaryHandlers } from './handler.js';
-import { jsonInfo } from './messages.js';
-import { RUNTIME_HANDLERS } from './sandbox.js';
+import { jsonInfo, type Sent } from './messages.js';
 
 /** The CRI API version kubelet negotiates on; the first field is the kubelet API version it checks. */
 const KUBELET_API_VERSION = '0.1.0';
@@ -33,16 +35,53 @@ export function runtimeHandlers(config: BerthConfig, sandboxes: SandboxService) 
                 },
           ],
         },
-        info: jsonInfo('config', req.verbose ? config : undefined),
-        runtime_handlers: RUNTIME_HANDLERS.map((name) => ({
-          name,
-          features: { recursive_read_only_mounts: true, user_namespaces: false },
-        })),
+        info: req.verbose
+          ? { ...jsonInfo('config', config), ...jsonInfo('podCidrs', sandboxes.podCidrs.get()) }
+          : {},
+        runtime_handlers: wireHandlers(sandboxes.runtimeHandlers),
         features: { supplemental_groups_policy: false, user_namespaces_host_network: false },
       };
+    },
+    UpdateRuntimeConfig: async (req) => {
+      const podCidr = req.runtime_config?.network_config?.pod_cidr ?? '';
+      // kubelet sends nothing but a changed, non-empty value; an empty one keeps what was sent before.
+      if (podCidr !== '') sandboxes.podCidrs.set(podCidrList(POD_CIDR_FIELD, podCidr));
+      return {};
     },
     RuntimeConfig: async () => ({
       linux: { cgroup_driver: config.cgroupDriver === 'systemd' ? 'SYSTEMD' : 'CGROUPFS' },
     }),
   } satisfies UnaryHandlers<RuntimeServiceHandlers>;
+}
+
+const POD_CIDR_FIELD = 'runtime_config.network_config.pod_cidr';
+
+/** kubelet joins a dual-stack node's CIDRs with commas. */
+function podCidrList(field: string, value: string): string[] {
+  return value.split(',').map((part) => cidr(field, part.trim()));
+}
+
+function cidr(field: string, value: string): string {
+  const match = /^([^/]+)\/(\d{1,3})$/.exec(value);
+  const family = match?.[1] === undefined ? 0 : isIP(match[1]);
+  const maxPrefix = family === 4 ? 32 : 128;
+  if (match === null || family === 0 || Number(match[2]) > maxPrefix) {
+    throw new InvalidArgumentError(field, `"${value}" is not a CIDR such as 10.244.0.0/24 or fd00::/64`);
+  }
+  return value;
+}
+
+/**
+ * Each handler with its features, and the default again under "": kubelet looks a pod's handler up
+ * by exact name, and a pod without a RuntimeClass asks for "" (containerd and CRI-O list it too).
+ */
+function wireHandlers(handlers: RuntimeHandlers): Sent<'RuntimeHandler'>[] {
+  const listed = [{ ...handlers.defaultHandler, name: '' }, ...handlers.all()];
+  return listed.map(({ name, features }) => ({
+    name,
+    features: {
+      recursive_read_only_mounts: features.recursiveReadOnlyMounts,
+      user_namespaces: features.userNamespaces,
+    },
+  }));
 }

@@ -24,14 +24,20 @@ import {
   noControlChars,
 } from './validate.js';
 
-/** Runtime handlers berth accepts: the default ("") and its name for runc. */
-export const RUNTIME_HANDLERS = ['', 'runc'];
-
 export function sandboxHandlers(sandboxes: SandboxService) {
   return {
-    RunPodSandbox: async (req) => ({
-      pod_sandbox_id: await sandboxes.run(toSandboxSpec(req)),
-    }),
+    RunPodSandbox: async (req) => {
+      const spec = toSandboxSpec(req);
+      const handlers = sandboxes.runtimeHandlers;
+      if (handlers.find(spec.runtimeHandler) === undefined) {
+        const known = handlers.all().map((handler) => handler.name);
+        throw new InvalidArgumentError(
+          'runtime_handler',
+          `"${spec.runtimeHandler}" is not configured (known: ${known.join(', ')})`,
+        );
+      }
+      return { pod_sandbox_id: await sandboxes.run(spec) };
+    },
     StopPodSandbox: async (req) => {
       await sandboxes.stop(requireId('pod_sandbox_id', req.pod_sandbox_id));
       return {};
@@ -61,12 +67,6 @@ export function toSandboxSpec(req: Received<'RunPodSandboxRequest'>): SandboxSpe
   if (!config) throw new InvalidArgumentError('config', 'is required');
   const md = config.metadata;
   if (!md) throw new InvalidArgumentError('config.metadata', 'is required');
-  if (!RUNTIME_HANDLERS.includes(req.runtime_handler)) {
-    throw new InvalidArgumentError(
-      'runtime_handler',
-      `"${req.runtime_handler}" is not configured (known: runc)`,
-    );
-  }
   const linux = config.linux;
   const security = linux?.security_context ?? null;
   const namespaces = toNamespaces(security?.namespace_options ?? null);
@@ -244,7 +244,7 @@ function wireNamespaces(view: SandboxView) {
   };
 }
 
-function toWireStatus(view: SandboxView) {
+export function toWireStatus(view: SandboxView) {
   return {
     ...toWireSandbox(view),
     network: { ip: view.ip, additional_ips: view.additionalIps.map((ip) => ({ ip })) },

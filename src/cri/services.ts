@@ -6,20 +6,25 @@
 import type { BerthConfig } from '../config/types.js';
 import type { ContainerService } from '../container/service.js';
 import type { ImageService } from '../image/service.js';
+import type { PodStatsService } from '../podstats/service.js';
 import type { SandboxService } from '../sandbox/service.js';
 import { containerHandlers } from './container.js';
+import { eventHandlers, type PodEventHub } from './events.js';
 import type { ImageServiceHandlers } from './generated/runtime/v1/ImageService.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
 import type { RpcEdge } from './handler.js';
 import { imageHandlers } from './image.js';
 import { runtimeHandlers } from './runtime.js';
 import { sandboxHandlers } from './sandbox.js';
+import { podStatsHandlers } from './stats.js';
 import { streamingHandlers, type StreamUrls } from './streaming.js';
 
 export interface CriDomains {
   sandboxes: SandboxService;
   images: ImageService;
   containers: ContainerService;
+  events: PodEventHub;
+  podStats: PodStatsService;
   streams: StreamUrls;
 }
 
@@ -31,12 +36,14 @@ export function runtimeService(
   const runtime = runtimeHandlers(config, domains.sandboxes);
   const sandbox = sandboxHandlers(domains.sandboxes);
   const container = containerHandlers(domains.containers);
+  const events = eventHandlers(domains.events);
+  const podStats = podStatsHandlers(domains.podStats);
   const streaming = streamingHandlers(domains.containers, domains.sandboxes, domains.streams);
   return {
     Version: edge.unary(runtime.Version),
     Status: edge.unary(runtime.Status),
     RuntimeConfig: edge.unary(runtime.RuntimeConfig),
-    UpdateRuntimeConfig: edge.unimplemented(),
+    UpdateRuntimeConfig: edge.unary(runtime.UpdateRuntimeConfig),
 
     RunPodSandbox: edge.unary(sandbox.RunPodSandbox),
     StopPodSandbox: edge.unary(sandbox.StopPodSandbox),
@@ -56,7 +63,7 @@ export function runtimeService(
     UpdateContainerResources: edge.unary(container.UpdateContainerResources),
     ReopenContainerLog: edge.unary(container.ReopenContainerLog),
     CheckpointContainer: edge.unimplemented(),
-    GetContainerEvents: edge.unimplementedStream(),
+    GetContainerEvents: edge.serverStream(events.GetContainerEvents),
 
     ExecSync: edge.unary(container.ExecSync),
     Exec: edge.unary(streaming.Exec),
@@ -66,11 +73,11 @@ export function runtimeService(
     ContainerStats: edge.unary(container.ContainerStats),
     ListContainerStats: edge.unary(container.ListContainerStats),
     StreamContainerStats: edge.unimplementedStream(),
-    PodSandboxStats: edge.unimplemented(),
-    ListPodSandboxStats: edge.unimplemented(),
+    PodSandboxStats: edge.unary(podStats.PodSandboxStats),
+    ListPodSandboxStats: edge.unary(podStats.ListPodSandboxStats),
     StreamPodSandboxStats: edge.unimplementedStream(),
-    ListMetricDescriptors: edge.unimplemented(),
-    ListPodSandboxMetrics: edge.unimplemented(),
+    ListMetricDescriptors: edge.unary(podStats.ListMetricDescriptors),
+    ListPodSandboxMetrics: edge.unary(podStats.ListPodSandboxMetrics),
     StreamPodSandboxMetrics: edge.unimplementedStream(),
   };
 }

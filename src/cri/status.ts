@@ -6,7 +6,9 @@ import {
   FailedPreconditionError,
   InvalidArgumentError,
   NotFoundError,
+  ResourceExhaustedError,
   StepError,
+  UnavailableError,
   UnimplementedError,
 } from '../errors.js';
 import { MonitorError } from '../monitor/conmon.js';
@@ -26,6 +28,8 @@ export function grpcCode(err: unknown): status {
   if (err instanceof FailedPreconditionError) return status.FAILED_PRECONDITION;
   if (err instanceof UnimplementedError) return status.UNIMPLEMENTED;
   if (err instanceof DeadlineExceededError) return status.DEADLINE_EXCEEDED;
+  if (err instanceof ResourceExhaustedError) return status.RESOURCE_EXHAUSTED;
+  if (err instanceof UnavailableError) return status.UNAVAILABLE;
   // runc could not create the container from this config with this image: no such program,
   // a file where the config wants a directory... The request does not fit, the runtime is fine.
   if (err instanceof MonitorError && !err.timedOut && IMAGE_MISMATCH.test(err.reason)) {

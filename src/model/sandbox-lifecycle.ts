@@ -38,6 +38,8 @@ const rules = {
   infraCreated: { state: { from: ['CREATING'] } },
   /** The CNI input is recorded before the first ADD, so that a DEL can always follow. */
   networkAdding: { state: { from: ['CREATING'] }, network: { from: ['NONE'], to: 'ADDING' } },
+  /** The next plugin of a network's chain is about to run its ADD. */
+  pluginAddStarting: { state: { from: ['CREATING'] }, network: { from: ['ADDING'] } },
   /** Every ADD succeeded: results and IPs are recorded. */
   networkUp: { state: { from: ['CREATING'] }, network: { from: ['ADDING'], to: 'READY' } },
   /** Every step succeeded; a pod network is up unless the pod has the host's. */

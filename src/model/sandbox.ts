@@ -62,6 +62,13 @@ export interface StoredNetworking {
   attachment: CniAttachment;
   /** In ADD order: loopback first, then the default network. */
   networks: CniNetworkList[];
+  /**
+   * Per network, how many plugins of its chain have had their ADD started, each counted before it
+   * runs (a chain runs in order, so these are its first ones). Only they need a DEL: a plugin that
+   * never ran holds nothing, and its binary may be gone. Absent in records from before berth kept
+   * it: their DEL runs the whole chain.
+   */
+  addsStarted?: number[];
 }
 
 /**

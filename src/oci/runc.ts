@@ -126,6 +126,18 @@ export class Runc {
     );
   }
 
+  /**
+   * The mount options `runc features` says this runc knows (e.g. "rro"); empty when it is too old
+   * to have the command.
+   */
+  async mountOptions(): Promise<string[]> {
+    const { stdout } = await this.exec(['features']).catch(() => ({ stdout: '{}' }));
+    const parsed: unknown = JSON.parse(stdout);
+    if (typeof parsed !== 'object' || parsed === null || !('mountOptions' in parsed)) return [];
+    const options = parsed.mountOptions;
+    return Array.isArray(options) ? options.filter((o): o is string => typeof o === 'string') : [];
+  }
+
   /** All containers under berth's root. */
   async list(): Promise<ContainerState[]> {
     const { stdout } = await this.exec(['list', '--format', 'json']);

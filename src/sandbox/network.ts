@@ -1,6 +1,7 @@
 import { Cni, loopbackNetwork, podIps } from '../cni/index.js';
 import type { CniAttachment, CniNetworkList, PortMappingCap } from '../cni/types.js';
 import { BerthError, errorMessage } from '../errors.js';
+import type { Logger } from '../log.js';
 import type { Sandbox, SandboxSpec, StoredNetworking } from '../model/sandbox.js';
 import { isMounted } from '../netns/index.js';
 import type { NetworkUp } from '../store/index.js';
@@ -39,15 +40,25 @@ export function storedNetworking(
   attachment: CniAttachment,
   defaultNetwork: CniNetworkList,
 ): StoredNetworking {
-  return { attachment, networks: [loopbackNetwork(), defaultNetwork] };
+  const networks = [loopbackNetwork(), defaultNetwork];
+  return { attachment, networks, addsStarted: networks.map(() => 0) };
 }
 
-/** ADD loopback and the default network. The caller has already recorded a DEL for undo. */
-export async function attach(cni: Cni, stored: StoredNetworking): Promise<NetworkUp> {
+/**
+ * ADD loopback and the default network. The caller has already recorded a DEL for undo, and
+ * journals each plugin with `pluginStarting` (network and plugin index) before its ADD runs.
+ */
+export async function attach(
+  cni: Cni,
+  stored: StoredNetworking,
+  pluginStarting: (network: number, plugin: number) => void,
+): Promise<NetworkUp> {
   // loopback and the pod network touch different interfaces, so they are added side by side; both
   // settle before a failure is reported, so the caller's DEL never races an ADD still running.
   const outcomes = await Promise.allSettled(
-    stored.networks.map((network) => cni.add(network, stored.attachment)),
+    stored.networks.map((network, i) =>
+      cni.add(network, stored.attachment, { beforePlugin: (plugin) => pluginStarting(i, plugin) }),
+    ),
   );
   const failure = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
   if (failure) throw failure.reason;
@@ -69,11 +80,34 @@ export async function detach(cni: Cni, sandbox: Pick<Sandbox, 'cniConfig' | 'cni
   // and would keep the lease. The spec allows an empty netns on DEL: clean the host side only.
   const netnsMounted = stored.attachment.netnsPath !== '' && (await isMounted(stored.attachment.netnsPath));
   const attachment = netnsMounted ? stored.attachment : { ...stored.attachment, netnsPath: '' };
-  // Each network was attached on its own, so they are detached side by side.
+  // Each network was attached on its own, so they are detached side by side. A plugin whose ADD
+  // never started needs no DEL (its binary may be the very thing missing); one that started still
+  // gets its DEL, and while that fails, so does the pod's removal, naming the plugin.
   const outcomes = await Promise.allSettled(
-    stored.networks.map((network, i) => cni.del(network, attachment, results[i])),
+    stored.networks.map((network, i) =>
+      cni.del(network, attachment, results[i], stored.addsStarted?.[i] ?? network.plugins.length),
+    ),
   );
   const failures = outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason as unknown] : []));
   if (failures.length === 1) throw failures[0];
   if (failures.length > 1) throw new BerthError(failures.map(errorMessage).join('; '));
+}
+
+/**
+ * The node's pod CIDRs as kubelet last sent them (UpdateRuntimeConfig). Only recorded and shown:
+ * the CNI config in the conf dir, not berth, decides pod addresses.
+ */
+export class PodCidrs {
+  private current: readonly string[] = [];
+
+  constructor(private readonly logger: Logger) {}
+
+  get(): readonly string[] {
+    return this.current;
+  }
+
+  set(cidrs: readonly string[]): void {
+    this.current = [...cidrs];
+    this.logger.info({ podCidrs: this.current }, 'pod CIDR updated');
+  }
 }

@@ -10,6 +10,7 @@ import type { ContainerState, Runc } from '../oci/runc.js';
 import { isRunning } from '../process/index.js';
 import type { Store } from '../store/index.js';
 import { removeSandboxDir } from './files.js';
+import type { RuntimeHandlers } from './runtimes.js';
 import { NETNS_PREFIX } from './service.js';
 import { SandboxTeardown } from './teardown.js';
 
@@ -17,7 +18,7 @@ export interface RecoveryDeps {
   config: BerthConfig;
   store: Store;
   cni: Cni;
-  runc: Runc;
+  runtimes: RuntimeHandlers;
   logger: Logger;
   /**
    * Repairs the containers' side once the sandboxes are settled, before orphans are swept: the
@@ -51,7 +52,11 @@ export interface RecoveryReport {
  */
 export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
   const { store, logger } = deps;
-  const teardown = new SandboxTeardown({ sandboxes: store.sandboxes, cni: deps.cni, runc: deps.runc });
+  const teardown = new SandboxTeardown({
+    sandboxes: store.sandboxes,
+    cni: deps.cni,
+    runtimes: deps.runtimes,
+  });
   const rebooted = await detectReboot(deps.config.stateDir);
   const report: RecoveryReport = {
     rebooted,
@@ -127,13 +132,13 @@ async function reconcile(
   rebooted: boolean,
   report: RecoveryReport,
 ): Promise<void> {
-  const { store, runc, logger } = deps;
+  const { store, runtimes, logger } = deps;
   const { id } = sandbox;
   const log = logger.child({ sandbox: id });
   let state: ContainerState | null = null;
   if (!rebooted) {
     try {
-      state = await stateWithRetry(runc, id);
+      state = await stateWithRetry(runtimes.of(sandbox).runc, id);
     } catch (err) {
       // Only runc saying the container does not exist means the infra is gone (state() answers
       // null then). A runc that fails or times out says nothing about the pod: it is left as it
@@ -175,10 +180,10 @@ async function stateWithRetry(runc: Runc, id: string): Promise<ContainerState | 
 }
 
 async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promise<void> {
-  const { store, runc, logger, config } = deps;
+  const { store, runtimes, logger, config } = deps;
   const sandboxes = store.sandboxes.list();
   const known = new Set(sandboxes.map((s) => s.id));
-  // Containers share runc's root with the infras; they are orphans only without a container row.
+  // Containers share their pod's runc root with its infra; they are orphans only without a container row.
   const knownContainers = new Set(store.containers.list().map((r) => r.id));
   const knownNetns = new Set(sandboxes.map((s) => s.netnsPath).filter((p): p is string => p !== null));
 
@@ -188,11 +193,16 @@ async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promis
     report.orphanNetns.push(path);
     logger.warn({ netns: path }, 'removed a netns pin with no sandbox record');
   }
-  for (const container of await runc.list()) {
-    if (known.has(container.id) || knownContainers.has(container.id)) continue;
-    await runc.delete(container.id, { force: true });
-    report.orphanContainers.push(container.id);
-    logger.warn({ container: container.id }, 'deleted a runc container with no sandbox or container record');
+  for (const { name, runc } of runtimes.all()) {
+    for (const container of await runc.list()) {
+      if (known.has(container.id) || knownContainers.has(container.id)) continue;
+      await runc.delete(container.id, { force: true });
+      report.orphanContainers.push(container.id);
+      logger.warn(
+        { container: container.id, runtimeHandler: name },
+        'deleted a runc container with no sandbox or container record',
+      );
+    }
   }
   const sandboxesDir = join(config.rootDir, 'sandboxes');
   for (const name of await readdir(sandboxesDir).catch(() => [] as string[])) {

@@ -8,20 +8,21 @@ import { loadUsableNetwork } from '../cni/readiness.js';
 import type { CniNetworkList } from '../cni/types.js';
 import type { BerthConfig } from '../config/types.js';
 import { AlreadyExistsError, FailedPreconditionError } from '../errors.js';
+import { sandboxChange, type LifecycleEvents } from '../events/lifecycle.js';
 import type { Logger } from '../log.js';
 import { dialLocalhost } from '../netns/dial.js';
 import { createPinnedNetns, isMounted } from '../netns/index.js';
 import { cgroupsPath } from '../oci/cgroups.js';
 import { buildInfraSpec } from '../oci/infra.js';
 import { clampOomScoreAdj } from '../oci/oom.js';
-import type { Runc } from '../oci/runc.js';
 import { isRunning, waitForExit } from '../process/index.js';
 import type { Store } from '../store/index.js';
 import { newSandbox, type Sandbox, type SandboxSpec } from '../model/sandbox.js';
 import { mountShm, writeHostnameFile, writeResolvConf } from './files.js';
 import type { PodGate } from './gate.js';
 import { KeyedLock } from '../operation/lock.js';
-import { attach, attachmentFor, storedNetworking } from './network.js';
+import { attach, attachmentFor, PodCidrs, storedNetworking } from './network.js';
+import type { RuntimeHandlers } from './runtimes.js';
 import { SandboxTeardown, networkMayBeAttached } from './teardown.js';
 import type { SandboxFilter, SandboxVerboseInfo, SandboxView } from './types.js';
 import { Steps, allSettledOrThrow, asStep } from '../operation/steps.js';
@@ -46,12 +47,14 @@ export interface SandboxServiceDeps {
   config: BerthConfig;
   store: Store;
   cni: Cni;
-  runc: Runc;
+  runtimes: RuntimeHandlers;
   logger: Logger;
   infraRootfs: string;
   containers?: PodContainers;
   /** Shared with the container service: a pod being stopped or removed takes no new container. */
   pods: PodGate;
+  /** Where runs, stops and removals are reported (GetContainerEvents). */
+  events: LifecycleEvents;
   /**
    * Test-only: RunPodSandbox stops before acting on the step of this name (after its journal entry
    * and undo are recorded) and waits forever, so a test can kill -9 the daemon mid-start.
@@ -65,9 +68,19 @@ export class SandboxService {
   private readonly podLock = new KeyedLock();
   private readonly sandboxLock = new KeyedLock();
   private readonly teardown: SandboxTeardown;
+  /** What kubelet sent with UpdateRuntimeConfig. */
+  readonly podCidrs: PodCidrs;
+  /** The configured runtime handlers; a pod may name any of them, or "" for the default. */
+  readonly runtimeHandlers: RuntimeHandlers;
 
   constructor(private readonly deps: SandboxServiceDeps) {
-    this.teardown = new SandboxTeardown({ sandboxes: deps.store.sandboxes, cni: deps.cni, runc: deps.runc });
+    this.podCidrs = new PodCidrs(deps.logger);
+    this.runtimeHandlers = deps.runtimes;
+    this.teardown = new SandboxTeardown({
+      sandboxes: deps.store.sandboxes,
+      cni: deps.cni,
+      runtimes: deps.runtimes,
+    });
   }
 
   /** Ready when a default CNI network loads from the conf dir and every plugin it runs is installed. */
@@ -114,6 +127,7 @@ export class SandboxService {
     // CREATING row that start-up repair rolls back using the paths recorded here. Each undo below
     // is an action of the same teardown, reading that row when it runs.
     sandboxes.insert(newSandbox({ id, spec, hostNetwork, netnsPath, sandboxDir, createdAt: nowNanos() }));
+    this.deps.events.publish(sandboxChange('CREATED', id));
 
     const steps = new Steps(log, async (step) => {
       sandboxes.beginStep(id, step);
@@ -154,6 +168,7 @@ export class SandboxService {
         this.startInfra(steps, id, spec, sandboxDir, netnsPath),
       ]);
       const ready = sandboxes.markReady(id);
+      this.deps.events.publish(sandboxChange('STARTED', id));
       steps.release();
       log.info({ ip: ready.ip, netns: netnsPath, stepsMs: steps.timingsMs }, 'pod sandbox ready');
       return id;
@@ -161,7 +176,12 @@ export class SandboxService {
       throw await steps.abandon(err, {
         operation: 'RunPodSandbox',
         outsideStep: 'run',
-        forget: () => sandboxes.delete(id),
+        // Subscribers were told it was created; they learn it is gone, as from a removal.
+        forget: () => {
+          const deleted = this.deps.events.capture(sandboxChange('DELETED', id));
+          sandboxes.delete(id);
+          deleted();
+        },
         // Stop/Remove and the next start retry what could not be undone.
         keepFailed: (failure) => sandboxes.createFailed(id, failure.step),
       });
@@ -183,7 +203,10 @@ export class SandboxService {
       });
       // Recorded before the first ADD: a crash mid-ADD still leads to a DEL with this exact input.
       sandboxes.networkAdding(id, stored);
-      sandboxes.networkUp(id, await attach(this.deps.cni, stored));
+      const pluginStarting = (network: number, plugin: number): void => {
+        sandboxes.pluginAddStarting(id, network, plugin);
+      };
+      sandboxes.networkUp(id, await attach(this.deps.cni, stored, pluginStarting));
     });
   }
 
@@ -194,7 +217,8 @@ export class SandboxService {
     sandboxDir: string,
     netnsPath: string | null,
   ): Promise<void> {
-    const { config, store, runc } = this.deps;
+    const { config, store } = this.deps;
+    const { runc } = this.deps.runtimes.of({ id, runtimeHandler: spec.runtimeHandler });
     await steps.run('infra-create', async () => {
       steps.onUndo('infra-create', () => this.teardown.deleteInfra(id));
       const bundleDir = join(sandboxDir, 'bundle');
@@ -246,7 +270,10 @@ export class SandboxService {
     // The pod's containers are stopped, so nothing needs the network while the infra dies. A DEL
     // failure is thrown (kubelet retries Stop) and the record keeps saying the network is up.
     await allSettledOrThrow([
-      this.stopInfra(sandbox).then(() => sandboxes.markNotReady(id)),
+      this.stopInfra(sandbox).then(() => {
+        sandboxes.markNotReady(id);
+        if (sandbox.state !== 'NOTREADY') this.deps.events.publish(sandboxChange('STOPPED', id));
+      }),
       this.teardown.releaseNetwork(id),
     ]);
     await this.teardown.unmountShm(id);
@@ -254,7 +281,8 @@ export class SandboxService {
   }
 
   private async stopInfra(sandbox: Sandbox): Promise<void> {
-    const { runc, config } = this.deps;
+    const { config } = this.deps;
+    const { runc } = this.deps.runtimes.of(sandbox);
     const { id } = sandbox;
     await asStep('infra-stop', async () => {
       const state = await runc.state(id);
@@ -284,7 +312,10 @@ export class SandboxService {
         (sandbox.netnsPath !== null && (await isMounted(sandbox.netnsPath)));
       if (needsStop) await this.stopLocked(id);
       await asStep('containers-remove', async () => this.deps.containers?.removeAllInSandbox(id));
+      // Described while its status can still be built; sent only once it is really gone.
+      const deleted = this.deps.events.capture(sandboxChange('DELETED', id));
       await this.teardown.all(id);
+      deleted();
       this.deps.logger.info({ sandbox: id }, 'pod sandbox removed');
     });
   }

@@ -1,16 +1,16 @@
 import type { Cni } from '../cni/index.js';
 import type { Sandbox } from '../model/sandbox.js';
 import { removeNetns, unmountNetns } from '../netns/index.js';
-import type { Runc } from '../oci/runc.js';
 import { asStep } from '../operation/steps.js';
 import type { SandboxRepo } from '../store/index.js';
 import { removeSandboxDir, unmountShm } from './files.js';
 import { detach } from './network.js';
+import type { RuntimeHandlers } from './runtimes.js';
 
 export interface TeardownDeps {
   sandboxes: SandboxRepo;
   cni: Cni;
-  runc: Runc;
+  runtimes: RuntimeHandlers;
 }
 
 /** ADDING counts: a crash or failure mid-ADD may have left an attachment that only a DEL removes. */
@@ -32,8 +32,9 @@ export class SandboxTeardown {
 
   /** Kills and deletes the infra container, whatever state runc has it in. */
   async deleteInfra(id: string): Promise<void> {
-    if (!this.deps.sandboxes.get(id)) return;
-    await asStep('infra-delete', () => this.deps.runc.delete(id, { force: true }));
+    const sandbox = this.deps.sandboxes.get(id);
+    if (!sandbox) return;
+    await asStep('infra-delete', () => this.deps.runtimes.of(sandbox).runc.delete(id, { force: true }));
   }
 
   /**

@@ -1,7 +1,7 @@
 /**
- * CPU and memory usage of a container, read from its cgroup files (v1 or v2), computed the way
- * kubelet's cAdvisor and containerd's CRI stats do: working set = usage - inactive file pages,
- * floored at 0, since inactive page cache can be reclaimed without pressure.
+ * CPU, memory and task figures of a container's or a pod's cgroup, read from its files (v1 or
+ * v2), computed the way kubelet's cAdvisor and containerd's CRI stats do: working set = usage -
+ * inactive file pages, floored at 0, since inactive page cache can be reclaimed without pressure.
  */
 import { access, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -100,10 +100,92 @@ export async function readCgroupStats(
   driver: CgroupDriver,
   opts: CgroupReadOptions = {},
 ): Promise<CgroupStats | null> {
+  return readCgroupStatsAt(cgroupRelativePath(cgroupsPath, driver), opts);
+}
+
+/** readCgroupStats of a cgroup given by its path below the hierarchies' mount points. */
+export async function readCgroupStatsAt(
+  rel: string,
+  opts: CgroupReadOptions = {},
+): Promise<CgroupStats | null> {
   const root = opts.root ?? DEFAULT_ROOT;
-  const rel = cgroupRelativePath(cgroupsPath, driver);
+  return unlessGone(async () =>
+    (await cgroupVersion(root)) === 2 ? readV2(join(root, rel)) : readV1(root, rel),
+  );
+}
+
+/**
+ * The cgroup a pod's cgroup_parent names, below the hierarchies' mount points: a cgroupfs path
+ * (kubelet's "/kubepods/burstable/pod<uid>"), or with systemd a slice expanded to its path.
+ */
+export function parentRelativePath(parent: string, driver: CgroupDriver): string {
+  if (driver === 'systemd') return expandSlice(parent);
+  return cgroupRelativePath(parent.startsWith('/') ? parent : `/${parent}`, driver);
+}
+
+/**
+ * Figures beyond CgroupStats, for pod stats (process count, room under the limit) and metrics (cpu
+ * split): separate files, read only where they are reported.
+ */
+export interface CgroupDetail {
+  cpuUserNs: bigint;
+  cpuSystemNs: bigint;
+  /** Null when the cgroup has no memory limit. */
+  memoryLimitBytes: bigint | null;
+  /** Tasks (threads included) in the cgroup and its descendants, as pids.current counts them. */
+  processCount: bigint;
+}
+
+/** v1 cpuacct.stat counts in USER_HZ ticks, which is 100 on every Linux architecture berth runs on. */
+const NS_PER_USER_HZ_TICK = 10_000_000n;
+/** v1 reports "no limit" as the largest page-aligned int64; anything above 2^62 is treated so. */
+const UNLIMITED_V1 = 1n << 62n;
+
+/** The cgroup's CgroupDetail, or null when it is gone. */
+export async function readCgroupDetailAt(
+  rel: string,
+  opts: CgroupReadOptions = {},
+): Promise<CgroupDetail | null> {
+  const root = opts.root ?? DEFAULT_ROOT;
+  return unlessGone(async () =>
+    (await cgroupVersion(root)) === 2 ? readDetailV2(join(root, rel)) : readDetailV1(root, rel),
+  );
+}
+
+async function readDetailV1(root: string, rel: string): Promise<CgroupDetail> {
+  const [cpuStat, limit, pids] = await Promise.all([
+    readFile(join(root, 'cpuacct', rel, 'cpuacct.stat'), 'utf8'),
+    readFile(join(root, 'memory', rel, 'memory.limit_in_bytes'), 'utf8'),
+    readFile(join(root, 'pids', rel, 'pids.current'), 'utf8'),
+  ]);
+  const cpu = parseFlatKeyed(cpuStat);
+  const limitBytes = parseCounter(limit, 'memory.limit_in_bytes');
+  return {
+    cpuUserNs: (cpu.get('user') ?? 0n) * NS_PER_USER_HZ_TICK,
+    cpuSystemNs: (cpu.get('system') ?? 0n) * NS_PER_USER_HZ_TICK,
+    memoryLimitBytes: limitBytes >= UNLIMITED_V1 ? null : limitBytes,
+    processCount: parseCounter(pids, 'pids.current'),
+  };
+}
+
+async function readDetailV2(dir: string): Promise<CgroupDetail> {
+  const [cpuStat, max, pids] = await Promise.all([
+    readFile(join(dir, 'cpu.stat'), 'utf8'),
+    readFile(join(dir, 'memory.max'), 'utf8'),
+    readFile(join(dir, 'pids.current'), 'utf8'),
+  ]);
+  const cpu = parseFlatKeyed(cpuStat);
+  return {
+    cpuUserNs: (cpu.get('user_usec') ?? 0n) * 1000n,
+    cpuSystemNs: (cpu.get('system_usec') ?? 0n) * 1000n,
+    memoryLimitBytes: max.trim() === 'max' ? null : parseCounter(max, 'memory.max'),
+    processCount: parseCounter(pids, 'pids.current'),
+  };
+}
+
+async function unlessGone<T>(read: () => Promise<T>): Promise<T | null> {
   try {
-    return (await cgroupVersion(root)) === 2 ? await readV2(join(root, rel)) : await readV1(root, rel);
+    return await read();
   } catch (err) {
     if (isGone(err)) return null;
     throw err;

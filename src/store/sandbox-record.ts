@@ -158,7 +158,9 @@ function isNetworking(value: unknown): boolean {
     isObject(value) &&
     isObject(value.attachment) &&
     Array.isArray(value.networks) &&
-    value.networks.every(isObject)
+    value.networks.every(isObject) &&
+    (value.addsStarted === undefined ||
+      (Array.isArray(value.addsStarted) && value.addsStarted.every((n) => typeof n === 'number')))
   );
 }
 

@@ -73,6 +73,17 @@ export class SandboxRepo {
     return this.advance(id, 'networkAdding', { cniConfig });
   }
 
+  /** Counts plugin `plugin` (0-based) of network `network` as started, before its ADD runs. */
+  pluginAddStarting(id: string, network: number, plugin: number): Sandbox {
+    return this.advance(id, 'pluginAddStarting', (current) => {
+      const stored = current.cniConfig;
+      if (stored === null) return {};
+      const addsStarted = stored.networks.map((_, i) => stored.addsStarted?.[i] ?? 0);
+      addsStarted[network] = Math.max(addsStarted[network] ?? 0, plugin + 1);
+      return { cniConfig: { ...stored, addsStarted } };
+    });
+  }
+
   networkUp(id: string, up: NetworkUp): Sandbox {
     return this.advance(id, 'networkUp', {
       cniResults: up.results,
@@ -98,10 +109,14 @@ export class SandboxRepo {
     return this.advance(id, 'networkTornDown', {});
   }
 
-  private advance(id: string, transition: SandboxTransition, changes: SandboxChanges): Sandbox {
+  private advance(
+    id: string,
+    transition: SandboxTransition,
+    changes: SandboxChanges | ((current: Sandbox) => SandboxChanges),
+  ): Sandbox {
     return this.table.update(id, (current) => {
       const states = nextSandboxStates(id, current, transition);
-      return { ...current, ...changes, ...states };
+      return { ...current, ...(typeof changes === 'function' ? changes(current) : changes), ...states };
     });
   }
 }

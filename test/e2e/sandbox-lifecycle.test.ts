@@ -514,9 +514,9 @@ describe('pod sandbox lifecycle', { timeout: 300_000 }, () => {
       'CheckpointContainer',
     );
     await rejectsWith(
-      daemon.cri.call('ListMetricDescriptors', {}),
+      daemon.cri.call('UpdatePodSandboxResources', { pod_sandbox_id: 'x' }),
       status.UNIMPLEMENTED,
-      'ListMetricDescriptors',
+      'UpdatePodSandboxResources',
     );
     // PortForward is served now: an unknown pod is the caller's mistake.
     await rejectsWith(daemon.cri.call('PortForward', { pod_sandbox_id: 'x' }), status.NOT_FOUND, 'x');

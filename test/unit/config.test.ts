@@ -67,6 +67,10 @@ path = "/usr/local/sbin/runc"
 monitor = "/usr/local/bin/conmon"
 timeout = "500ms"
 
+[runtime.handlers.fast]
+path = "/usr/local/sbin/crun"
+root = "/srv/berth/run/crun"
+
 [pod]
 stop_grace_period = "0s"
 
@@ -89,6 +93,7 @@ describe('loadConfig defaults', () => {
       registryConfig: '/etc/berth/registries.toml',
       registryTimeoutMs: 60_000,
       runtime: 'runc',
+      runtimeHandlers: [],
       monitor: 'conmon',
       cgroupDriver: 'cgroupfs',
       logLevel: 'info',
@@ -132,6 +137,7 @@ describe('loadConfig config file', () => {
       registryConfig: '/srv/registries.toml',
       registryTimeoutMs: 45_000,
       runtime: '/usr/local/sbin/runc',
+      runtimeHandlers: [{ name: 'fast', path: '/usr/local/sbin/crun', root: '/srv/berth/run/crun' }],
       monitor: '/usr/local/bin/conmon',
       cgroupDriver: 'cgroupfs',
       logLevel: 'debug',
@@ -407,5 +413,48 @@ describe('formatDuration', () => {
     assert.equal(formatDuration(90_000), '1m30s');
     assert.equal(formatDuration(1500), '1s500ms');
     assert.equal(formatDuration(3_600_000), '1h');
+  });
+});
+
+describe('runtime handlers setting', () => {
+  it('takes handlers from repeated --runtime-handler flags, replacing the file', () => {
+    const path = tomlFile('[runtime.handlers.fast]\npath = "/usr/bin/crun"\nroot = "/run/crun"\n');
+    const config = run([
+      '--config',
+      path,
+      '--runtime-handler',
+      'a=runc:/run/a',
+      '--runtime-handler=b=/usr/sbin/runc:/run/b/',
+    ]);
+    assert.deepEqual(config.runtimeHandlers, [
+      { name: 'a', path: 'runc', root: '/run/a' },
+      { name: 'b', path: '/usr/sbin/runc', root: '/run/b' },
+    ]);
+  });
+
+  it('refuses bad handlers, naming the flag or the key', () => {
+    fails(['--runtime-handler', 'a=runc'], ['--runtime-handler', 'NAME=PATH:ROOT']);
+    fails(['--runtime-handler', 'Fast=runc:/run/f'], ['--runtime-handler', '"Fast"', 'DNS label']);
+    fails(
+      ['--runtime-handler', 'runc=runc:/run/f'],
+      ['--runtime-handler', 'default handler', 'runtime.path'],
+    );
+    fails(['--runtime-handler', 'a=runc:relative'], ['--runtime-handler', 'absolute']);
+    fails(
+      ['--runtime-handler', 'a=runc:/run/x', '--runtime-handler', 'b=runc:/run/x'],
+      ['--runtime-handler', '"a" and "b" share root /run/x'],
+    );
+    fails(
+      ['--config', tomlFile('[runtime.handlers.fast]\npath = "/usr/bin/crun"\n')],
+      ['runtime.handlers.fast.root', 'expected a string'],
+    );
+    fails(
+      ['--config', tomlFile('[runtime.handlers.fast]\npath = "crun"\nroot = "/r"\nsystemd = true\n')],
+      ['runtime.handlers.fast', 'unknown key "systemd"'],
+    );
+    fails(
+      ['--config', tomlFile('[runtime]\nhandlers = "fast"\n')],
+      ['runtime.handlers', 'table of handlers'],
+    );
   });
 });

@@ -19,8 +19,8 @@ import {
   toWireContainer,
   toWireContainerStatus,
   toWireResources,
-  toWireStats,
 } from '../../src/cri/container.js';
+import { toWireStats } from '../../src/cri/stats.js';
 import { RpcEdge, type UnaryHandler } from '../../src/cri/handler.js';
 import { loadCriServices } from '../../src/cri/loader.js';
 import type { Received } from '../../src/cri/messages.js';

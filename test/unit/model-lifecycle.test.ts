@@ -38,6 +38,7 @@ const SANDBOX_ALLOWED: [SandboxTransition, SandboxState[], NetworkState[] | null
   ['beginStep', ['CREATING'], null],
   ['infraCreated', ['CREATING'], null],
   ['networkAdding', ['CREATING'], ['NONE']],
+  ['pluginAddStarting', ['CREATING'], ['ADDING']],
   ['networkUp', ['CREATING'], ['ADDING']],
   ['markReady', ['CREATING'], ['NONE', 'READY']],
   ['createFailed', ['CREATING'], null],

@@ -34,6 +34,7 @@ const SANDBOX_CALLS: [SandboxTransition, (repo: SandboxRepo, id: string) => Sand
   ['beginStep', (repo, id) => repo.beginStep(id, 'netns')],
   ['infraCreated', (repo, id) => repo.infraCreated(id, 4242)],
   ['networkAdding', (repo, id) => repo.networkAdding(id, storedNetworking())],
+  ['pluginAddStarting', (repo, id) => repo.pluginAddStarting(id, 1, 0)],
   ['networkUp', (repo, id) => repo.networkUp(id, UP)],
   ['markReady', (repo, id) => repo.markReady(id)],
   ['createFailed', (repo, id) => repo.createFailed(id, 'cni-add')],

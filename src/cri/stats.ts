@@ -1,0 +1,145 @@
+/**
+ * Stats and metrics to the wire: containers' stats (ContainerStats, ListContainerStats, and inside
+ * a pod's stats), pods' stats, and the CRI metrics.
+ */
+import type { ContainerStatsView } from '../container/types.js';
+import type { PodStatsService } from '../podstats/service.js';
+import type { InterfaceStatsView, MetricSample, PodStatsFilter, PodStatsView } from '../podstats/types.js';
+import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
+import type { UnaryHandlers } from './handler.js';
+import type { Received, Sent } from './messages.js';
+import { requireId } from './validate.js';
+
+export function podStatsHandlers(pods: PodStatsService) {
+  return {
+    PodSandboxStats: async (req) => ({
+      stats: toWirePodStats(await pods.stats(requireId('pod_sandbox_id', req.pod_sandbox_id))),
+    }),
+    ListPodSandboxStats: async (req) => ({
+      stats: (await pods.listStats(toPodStatsFilter(req))).map(toWirePodStats),
+    }),
+    ListMetricDescriptors: async () => ({
+      descriptors: pods
+        .metricDescriptors()
+        .map((d) => ({ name: d.name, help: d.help, label_keys: d.labelKeys })),
+    }),
+    ListPodSandboxMetrics: async () => ({
+      pod_metrics: (await pods.listMetrics()).map((p) => ({
+        pod_sandbox_id: p.podSandboxId,
+        metrics: p.metrics.map(toWireMetric),
+        container_metrics: p.containerMetrics.map((c) => ({
+          container_id: c.containerId,
+          metrics: c.metrics.map(toWireMetric),
+        })),
+      })),
+    }),
+  } satisfies UnaryHandlers<RuntimeServiceHandlers>;
+}
+
+export function toPodStatsFilter(req: Received<'ListPodSandboxStatsRequest'>): PodStatsFilter {
+  const f = req.filter;
+  if (!f) return {};
+  return {
+    ...(f.id ? { id: f.id } : {}),
+    ...(Object.keys(f.label_selector).length > 0 ? { labelSelector: f.label_selector } : {}),
+  };
+}
+
+export function toWirePodStats(s: PodStatsView) {
+  return {
+    attributes: {
+      id: s.id,
+      metadata: {
+        name: s.metadata.name,
+        uid: s.metadata.uid,
+        namespace: s.metadata.namespace,
+        attempt: s.metadata.attempt,
+      },
+      labels: s.labels,
+      annotations: s.annotations,
+    },
+    linux: {
+      cpu: s.cpu
+        ? {
+            timestamp: s.cpu.timestamp,
+            usage_core_nano_seconds: { value: s.cpu.usageCoreNanoSeconds },
+            usage_nano_cores: s.cpu.usageNanoCores === null ? null : { value: s.cpu.usageNanoCores },
+          }
+        : null,
+      memory: s.memory
+        ? {
+            timestamp: s.memory.timestamp,
+            working_set_bytes: { value: s.memory.workingSetBytes },
+            available_bytes: s.memory.availableBytes === null ? null : { value: s.memory.availableBytes },
+            usage_bytes: { value: s.memory.usageBytes },
+            rss_bytes: { value: s.memory.rssBytes },
+            page_faults: { value: s.memory.pageFaults },
+            major_page_faults: { value: s.memory.majorPageFaults },
+          }
+        : null,
+      network: s.network
+        ? {
+            timestamp: s.network.timestamp,
+            default_interface: toWireInterface(s.network.defaultInterface),
+            interfaces: s.network.interfaces.map(toWireInterface),
+          }
+        : null,
+      process: s.process
+        ? { timestamp: s.process.timestamp, process_count: { value: s.process.processCount } }
+        : null,
+      containers: s.containers.map(toWireStats),
+    },
+  } satisfies Sent<'PodSandboxStats'>;
+}
+
+function toWireInterface(i: InterfaceStatsView) {
+  return {
+    name: i.name,
+    rx_bytes: { value: i.rxBytes },
+    rx_errors: { value: i.rxErrors },
+    tx_bytes: { value: i.txBytes },
+    tx_errors: { value: i.txErrors },
+  } satisfies Sent<'NetworkInterfaceUsage'>;
+}
+
+function toWireMetric(m: MetricSample) {
+  return {
+    name: m.name,
+    timestamp: m.timestamp,
+    metric_type: m.type,
+    label_values: m.labelValues,
+    value: { value: m.value },
+  } satisfies Sent<'Metric'>;
+}
+
+export function toWireStats(s: ContainerStatsView) {
+  return {
+    attributes: {
+      id: s.id,
+      metadata: { name: s.metadata.name, attempt: s.metadata.attempt },
+      labels: s.labels,
+      annotations: s.annotations,
+    },
+    cpu: s.cpu
+      ? { timestamp: s.cpu.timestamp, usage_core_nano_seconds: { value: s.cpu.usageCoreNanoSeconds } }
+      : null,
+    memory: s.memory
+      ? {
+          timestamp: s.memory.timestamp,
+          working_set_bytes: { value: s.memory.workingSetBytes },
+          usage_bytes: { value: s.memory.usageBytes },
+          rss_bytes: { value: s.memory.rssBytes },
+          page_faults: { value: s.memory.pageFaults },
+          major_page_faults: { value: s.memory.majorPageFaults },
+        }
+      : null,
+    writable_layer: s.writableLayer
+      ? {
+          timestamp: s.writableLayer.timestamp,
+          fs_id: { mountpoint: s.writableLayer.mountpoint },
+          used_bytes: { value: s.writableLayer.usedBytes },
+          inodes_used: { value: s.writableLayer.inodesUsed },
+        }
+      : null,
+  } satisfies Sent<'ContainerStats'>;
+}

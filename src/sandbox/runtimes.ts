@@ -1,0 +1,101 @@
+/**
+ * Runtime handlers: the OCI runtimes a pod may ask for by name (kubelet's RuntimeClass handler).
+ * Each has its own runc binary and root, and the conmon that runs containers with them; a pod's
+ * infra and its containers all run under the pod's handler.
+ */
+import { release } from 'node:os';
+import { ConfigError } from '../config/error.js';
+import { FailedPreconditionError } from '../errors.js';
+import { findProgram } from '../exec.js';
+import { Conmon, type ConmonOptions } from '../monitor/conmon.js';
+import { Runc } from '../oci/runc.js';
+
+export interface HandlerFeatures {
+  recursiveReadOnlyMounts: boolean;
+  userNamespaces: boolean;
+}
+
+export interface RuntimeHandler {
+  readonly name: string;
+  readonly runc: Runc;
+  readonly conmon: Conmon;
+  readonly features: HandlerFeatures;
+}
+
+/** What a pod record says of its handler. */
+export interface HandlerOwner {
+  id: string;
+  runtimeHandler: string;
+}
+
+export class RuntimeHandlers {
+  private readonly byName: ReadonlyMap<string, RuntimeHandler>;
+
+  /** `defaultHandler` also answers to "", the name pods without a RuntimeClass ask for. */
+  constructor(
+    readonly defaultHandler: RuntimeHandler,
+    others: readonly RuntimeHandler[],
+  ) {
+    this.byName = new Map([defaultHandler, ...others].map((handler) => [handler.name, handler]));
+  }
+
+  /** The default first. */
+  all(): RuntimeHandler[] {
+    return [...this.byName.values()];
+  }
+
+  find(name: string): RuntimeHandler | undefined {
+    return name === '' ? this.defaultHandler : this.byName.get(name);
+  }
+
+  /** The handler a pod was started with; a pod of a handler removed from the config cannot be served. */
+  of(pod: HandlerOwner): RuntimeHandler {
+    const handler = this.find(pod.runtimeHandler);
+    if (handler === undefined) {
+      throw new FailedPreconditionError(
+        `runtime handler "${pod.runtimeHandler}" of pod sandbox ${pod.id} is no longer configured`,
+      );
+    }
+    return handler;
+  }
+}
+
+/** Recursive read-only mounts need mount_setattr (Linux 5.12) and a runc that knows "rro". */
+export async function probeFeatures(runc: Runc): Promise<HandlerFeatures> {
+  const [major = 0, minor = 0] = release().split('.').map(Number);
+  const kernelHasRro = major > 5 || (major === 5 && minor >= 12);
+  return {
+    recursiveReadOnlyMounts: kernelHasRro && (await runc.mountOptions()).includes('rro'),
+    // berth never sets up id-mapped user namespaces for pods.
+    userNamespaces: false,
+  };
+}
+
+export interface HandlerConfig {
+  name: string;
+  /** runc-compatible binary: a path or a name looked up in PATH. */
+  binary: string;
+  root: string;
+}
+
+/** What every handler's runc and conmon share: the monitor and its dirs, the cgroup driver, the deadline. */
+export type SharedRuntimeConfig = Omit<ConmonOptions, 'runtime' | 'runtimeRoot'>;
+
+export async function openRuntimeHandlers(
+  defaultConfig: HandlerConfig,
+  others: readonly HandlerConfig[],
+  shared: SharedRuntimeConfig,
+): Promise<RuntimeHandlers> {
+  const open = async ({ name, binary, root }: HandlerConfig): Promise<RuntimeHandler> => {
+    const runc = new Runc({ binary, root, systemdCgroup: shared.systemdCgroup, timeoutMs: shared.timeoutMs });
+    const conmon = new Conmon({ ...shared, runtime: await findProgram(binary), runtimeRoot: root });
+    return { name, runc, conmon, features: await probeFeatures(runc) };
+  };
+  const sharing = others.find((other) => other.root === defaultConfig.root);
+  if (sharing) {
+    throw new ConfigError(
+      `runtime handler "${sharing.name}" has the default handler's root ${sharing.root}; give it its own`,
+    );
+  }
+  return new RuntimeHandlers(await open(defaultConfig), await Promise.all(others.map(open)));
+}

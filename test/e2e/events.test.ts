@@ -1,0 +1,432 @@
+/**
+ * GetContainerEvents end to end, as kubelet's evented PLEG uses it: a real berthd, real pods and
+ * containers (busybox from a docker-registry on 127.0.0.1) and gRPC clients of their own. Checks
+ * the events of a pod's whole life in order and what each carries, subscribers that read and one
+ * that never does, exits that happened while berthd was down, and `crictl events`. Needs root.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { connect as connectHttp2, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
+import { connect as connectUnix } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import {
+  Client,
+  credentials,
+  Metadata,
+  status,
+  type ClientReadableStream,
+  type ServiceError,
+} from '@grpc/grpc-js';
+import { loadCriDefinitions } from '../../src/cri/loader.js';
+import type { ContainerEventResponse__Output as WireEvent } from '../../src/cri/generated/runtime/v1/ContainerEventResponse.js';
+import type { ContainerStatus__Output as WireContainerStatus } from '../../src/cri/generated/runtime/v1/ContainerStatus.js';
+import type { PodSandboxStatus__Output as WirePodStatus } from '../../src/cri/generated/runtime/v1/PodSandboxStatus.js';
+import { useDaemon, type TestDaemon } from '../harness/daemon.js';
+import { busyboxLayer, pushImage } from '../harness/images.js';
+import {
+  containerConfig,
+  containerStatus,
+  createContainer,
+  podStatus,
+  runPod,
+  startContainer,
+  waitContainerState,
+  type Pod,
+} from '../harness/pods.js';
+import { startRegistry, type TestRegistry } from '../harness/registry.js';
+import { registrySkip as skip } from '../harness/skip.js';
+import { CRICTL } from '../harness/streaming.js';
+import { waitFor } from '../harness/wait.js';
+
+const SUITE_TIMEOUT_MS = 600_000;
+/** src/daemon.ts: events one subscriber may have waiting. */
+const EVENT_BUFFER = 1000;
+
+let imageRef = '';
+
+describe('GetContainerEvents', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  let registry: TestRegistry | undefined;
+
+  before(async () => {
+    registry = await startRegistry();
+    const image = await pushImage(registry, 'berth/events', '1', {
+      layers: [await busyboxLayer()],
+      config: { Cmd: ['/bin/sleep', '1000'], WorkingDir: '/' },
+    });
+    imageRef = image.reference;
+  });
+
+  after(async () => {
+    await registry?.stop();
+  });
+
+  const daemon = useDaemon({}, async (d) => {
+    await d.cri.callImage('PullImage', { image: { image: imageRef } });
+  });
+
+  test("a pod's whole life, in order, each event with the pod's full status", async (t) => {
+    const d = daemon();
+    const stream = new EventStream(d.socket);
+    t.after(() => stream.close());
+    const since = BigInt(Date.now()) * 1_000_000n;
+
+    const pod = await runPod(d.cri, d.pod('life'));
+    const sleeper = await startContainer(d.cri, pod, containerConfig('sleeper', imageRef));
+    const quitter = await startContainer(
+      d.cri,
+      pod,
+      containerConfig('quitter', imageRef, { command: ['/bin/sh', '-c', 'sleep 0.5; exit 3'] }),
+    );
+    await waitContainerState(d.cri, quitter, 'CONTAINER_EXITED');
+    const stopped = await stream.waitFor((e) => is(e, quitter, 'STOPPED'));
+    // The same objects the status rpcs return, for the container and for the pod.
+    assert.deepEqual(containerIn(stopped, quitter), await containerStatus(d.cri, quitter));
+    assert.deepEqual(stopped.pod_sandbox_status, await sandboxStatus(d, pod.id));
+    await d.cri.call('RemoveContainer', { container_id: quitter });
+    await d.cri.call('StopPodSandbox', { pod_sandbox_id: pod.id });
+    await d.cri.call('RemovePodSandbox', { pod_sandbox_id: pod.id });
+    await stream.waitFor((e) => is(e, pod.id, 'DELETED'));
+
+    const events = stream.received.filter((e) => e.pod_sandbox_status?.id === pod.id);
+    assert.deepEqual(
+      events.map((e) => `${name(e, pod, { sleeper, quitter })} ${e.container_event_type}`),
+      [
+        'pod CONTAINER_CREATED_EVENT',
+        'pod CONTAINER_STARTED_EVENT',
+        'sleeper CONTAINER_CREATED_EVENT',
+        'sleeper CONTAINER_STARTED_EVENT',
+        'quitter CONTAINER_CREATED_EVENT',
+        'quitter CONTAINER_STARTED_EVENT',
+        'quitter CONTAINER_STOPPED_EVENT',
+        'quitter CONTAINER_DELETED_EVENT',
+        // StopPodSandbox stops what still runs first.
+        'sleeper CONTAINER_STOPPED_EVENT',
+        'pod CONTAINER_STOPPED_EVENT',
+        // RemovePodSandbox removes its containers first.
+        'sleeper CONTAINER_DELETED_EVENT',
+        'pod CONTAINER_DELETED_EVENT',
+      ],
+    );
+    let previous = since;
+    for (const event of events) {
+      const at = BigInt(event.created_at);
+      assert.ok(at > previous, `created_at ${at} (ns) does not follow ${previous}`);
+      previous = at;
+      // kubelet drops an event whose sandbox status or metadata is missing.
+      assert.deepEqual(event.pod_sandbox_status?.metadata, {
+        name: 'life',
+        namespace: 'berth-test',
+        uid: 'uid-life',
+        attempt: 0,
+      });
+    }
+    assert.ok(previous < BigInt(Date.now()) * 1_000_000n, 'created_at is in the future');
+
+    const [created, started] = events;
+    assert.equal(created?.pod_sandbox_status?.state, 'SANDBOX_NOTREADY');
+    assert.equal(started?.pod_sandbox_status?.state, 'SANDBOX_READY');
+    assert.match(started?.pod_sandbox_status?.network?.ip ?? '', /^\d+\.\d+\.\d+\.\d+$/);
+
+    // Every event lists every container the pod has at that moment, as ContainerStatus has them.
+    const listed = (e: WireEvent): string[] =>
+      e.containers_statuses.map((c) => `${c.metadata?.name} ${c.state}`).sort();
+    const byStep = events.map(listed);
+    assert.deepEqual(byStep, [
+      [],
+      [],
+      ['sleeper CONTAINER_CREATED'],
+      ['sleeper CONTAINER_RUNNING'],
+      ['quitter CONTAINER_CREATED', 'sleeper CONTAINER_RUNNING'],
+      ['quitter CONTAINER_RUNNING', 'sleeper CONTAINER_RUNNING'],
+      ['quitter CONTAINER_EXITED', 'sleeper CONTAINER_RUNNING'],
+      ['sleeper CONTAINER_RUNNING'],
+      ['sleeper CONTAINER_EXITED'],
+      ['sleeper CONTAINER_EXITED'],
+      [],
+      [],
+    ]);
+    assert.equal(containerIn(stopped, quitter)?.exit_code, 3);
+    assert.equal(events.at(-3)?.pod_sandbox_status?.state, 'SANDBOX_NOTREADY');
+  });
+
+  test('two subscribers, one never reading: it is dropped with RESOURCE_EXHAUSTED, the other gets every event and rpcs stay fast', async (t) => {
+    const d = daemon();
+    const reader = new EventStream(d.socket);
+    const stuck = new UnreadStream(d.socket);
+    t.after(() => {
+      reader.close();
+      stuck.close();
+    });
+    // Big events fill the never-reading client's transport after a few; the rest wait at berthd.
+    const pod = await runPod(d.cri, d.pod('flood', { annotations: { big: 'x'.repeat(64 * 1024) } }));
+    t.after(() => d.cri.call('RemovePodSandbox', { pod_sandbox_id: pod.id }));
+
+    const outputBefore = d.output.length;
+    const dropped = (): boolean => d.output.includes('event subscriber dropped', outputBefore);
+    const containers: string[] = [];
+    const slowest = { ms: 0 };
+    const timed = async <T>(call: () => Promise<T>): Promise<T> => {
+      const started = Date.now();
+      const value = await call();
+      slowest.ms = Math.max(slowest.ms, Date.now() - started);
+      return value;
+    };
+    // Each container makes four events: created, started, stopped (it exits at once), deleted.
+    const lifecycle = async (n: number): Promise<void> => {
+      const id = await timed(() =>
+        createContainer(d.cri, pod, containerConfig(`c${n}`, imageRef, { command: ['/bin/true'] })),
+      );
+      containers.push(id);
+      await timed(() => d.cri.call('StartContainer', { container_id: id }));
+      await waitContainerState(d.cri, id, 'CONTAINER_EXITED');
+      await timed(() => d.cri.call('RemoveContainer', { container_id: id }));
+    };
+    const WORKERS = 8;
+    let next = 0;
+    // Past the buffer and the few events the transports hold, then a round more.
+    const enough = (): boolean => dropped() && containers.length >= (EVENT_BUFFER + 100) / 4;
+    await Promise.all(
+      Array.from({ length: WORKERS }, async () => {
+        while (!enough() && next < 600) await lifecycle(next++);
+      }),
+    );
+    assert.ok(dropped(), 'the subscriber that never reads was not dropped');
+    // Every create, start and remove answered promptly while one subscriber held nothing.
+    assert.ok(slowest.ms < 5_000, `an rpc took ${slowest.ms} ms`);
+    const version = Date.now();
+    await d.cri.call('Version', {});
+    assert.ok(Date.now() - version < 1_000);
+
+    // The reading subscriber got all four events of every container, each container's in order.
+    // Workers finish out of order: the last container listed need not be the last one removed.
+    for (const id of containers) await reader.waitFor((e) => is(e, id, 'DELETED'), 60_000);
+    for (const id of containers) {
+      assert.deepEqual(
+        reader.received.filter((e) => e.container_id === id).map((e) => e.container_event_type),
+        [
+          'CONTAINER_CREATED_EVENT',
+          'CONTAINER_STARTED_EVENT',
+          'CONTAINER_STOPPED_EVENT',
+          'CONTAINER_DELETED_EVENT',
+        ],
+        `events of ${id}`,
+      );
+    }
+
+    // The other one, once it reads, gets what its transport held, then the error.
+    const end = await stuck.readToEnd();
+    assert.equal(end.status, status.RESOURCE_EXHAUSTED, end.message);
+    assert.match(end.message, /fell 1000 events behind/);
+    assert.ok(end.messages > 0 && end.messages < 100, `${end.messages} events reached it`);
+
+    // A new subscription works at once, and the first one is still served.
+    const again = new EventStream(d.socket);
+    t.after(() => again.close());
+    const probe = await startContainer(d.cri, pod, containerConfig('probe', imageRef));
+    await again.waitFor((e) => is(e, probe, 'STARTED'));
+    await reader.waitFor((e) => is(e, probe, 'STARTED'));
+  });
+
+  test('exits while berthd was down reach the first subscriber after the restart', async (t) => {
+    const d = daemon();
+    const pod = await runPod(d.cri, d.pod('restart'));
+    t.after(() => removePod(d, pod));
+    const other = await runPod(d.cri, d.pod('infra-dies'));
+    t.after(() => removePod(d, other));
+    const infraPid = (await podStatus(d.cri, other.id)).info.pid;
+    const id = await startContainer(
+      d.cri,
+      pod,
+      containerConfig('short', imageRef, { command: ['/bin/sh', '-c', 'sleep 3; exit 7'] }),
+    );
+    await d.kill9();
+    process.kill(infraPid, 'SIGKILL');
+    // conmon outlives berthd, records the exit, and goes.
+    await waitFor(async () => (await d.conmonPids(id)).length === 0, 30_000, { what: 'the exit' });
+    await d.start();
+
+    // No rpc in between: the event was kept for whoever subscribes first.
+    const stream = new EventStream(d.socket);
+    t.after(() => stream.close());
+    const stopped = await stream.waitFor((e) => is(e, id, 'STOPPED'));
+    assert.equal(stopped.pod_sandbox_status?.id, pod.id);
+    assert.equal(stopped.pod_sandbox_status?.metadata?.name, 'restart');
+    const status = containerIn(stopped, id);
+    assert.equal(status?.state, 'CONTAINER_EXITED');
+    assert.equal(status?.exit_code, 7);
+    assert.deepEqual(status, await containerStatus(d.cri, id));
+
+    // A pod whose infra died meanwhile is found stopped.
+    const podStopped = await stream.waitFor((e) => is(e, other.id, 'STOPPED'));
+    assert.equal(podStopped.pod_sandbox_status?.state, 'SANDBOX_NOTREADY');
+    assert.equal(podStopped.pod_sandbox_status?.metadata?.name, 'infra-dies');
+  });
+
+  test('crictl events shows them', { skip: CRICTL ? false : 'no crictl' }, async (t) => {
+    const d = daemon();
+    assert.ok(CRICTL);
+    const crictl = spawn(CRICTL, ['--runtime-endpoint', `unix://${d.socket}`, 'events', '-o', 'json'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    crictl.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    crictl.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const outputBefore = d.output.length;
+    t.after(() => crictl.kill());
+    await waitFor(async () => d.output.includes('"rpc":"GetContainerEvents"', outputBefore), 20_000, {
+      what: 'crictl subscribed',
+    });
+    const pod = await runPod(d.cri, d.pod('crictl'));
+    t.after(() => removePod(d, pod));
+    const started = new RegExp(
+      `"containerId":\\s*"${pod.id}",\\s*"containerEventType":\\s*"CONTAINER_STARTED_EVENT"`,
+    );
+    await waitFor(async () => started.test(output), 20_000, {
+      what: `crictl events output (so far: ${output.slice(0, 500)})`,
+    });
+    assert.match(
+      output,
+      new RegExp(`"containerId":\\s*"${pod.id}",\\s*"containerEventType":\\s*"CONTAINER_CREATED_EVENT"`),
+    );
+    assert.match(output, /"name":\s*"crictl"/);
+  });
+});
+
+/** A GetContainerEvents subscription on a connection of its own, as kubelet holds one. */
+class EventStream {
+  readonly received: WireEvent[] = [];
+  /** Resolves with the error the stream ended with, or null when it ended with OK. */
+  readonly ended: Promise<ServiceError | null>;
+  private readonly client: Client;
+  private readonly call: ClientReadableStream<WireEvent>;
+  private readonly listeners = new Set<() => void>();
+
+  constructor(socket: string) {
+    const method = loadCriDefinitions().runtime.GetContainerEvents;
+    assert.ok(method);
+    this.client = new Client(`unix://${socket}`, credentials.createInsecure());
+    this.call = this.client.makeServerStreamRequest(
+      method.path,
+      method.requestSerialize,
+      (bytes: Buffer) => method.responseDeserialize(bytes) as WireEvent,
+      {},
+      new Metadata(),
+      {},
+    );
+    this.ended = new Promise((resolve) => {
+      this.call.on('error', (err: ServiceError) => resolve(err));
+      this.call.on('end', () => resolve(null));
+    });
+    this.call.on('data', (event: WireEvent) => {
+      this.received.push(event);
+      for (const listener of this.listeners) listener();
+    });
+  }
+
+  /** The first event received (or receiving later) that `match` accepts. */
+  waitFor(match: (e: WireEvent) => boolean, timeoutMs = 30_000): Promise<WireEvent> {
+    const found = this.received.find(match);
+    if (found) return Promise.resolve(found);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.listeners.delete(check);
+        reject(new Error(`no such event within ${timeoutMs} ms; got ${this.received.length}`));
+      }, timeoutMs);
+      const check = (): void => {
+        const event = this.received.find(match);
+        if (!event) return;
+        clearTimeout(timer);
+        this.listeners.delete(check);
+        resolve(event);
+      };
+      this.listeners.add(check);
+      void this.ended.then((err) => {
+        if (this.listeners.has(check)) check();
+        if (this.listeners.delete(check)) {
+          clearTimeout(timer);
+          reject(new Error(`the stream ended (${err?.message ?? 'OK'}) before the event came`));
+        }
+      });
+    });
+  }
+
+  close(): void {
+    this.call.cancel();
+    this.client.close();
+  }
+}
+
+/**
+ * A subscriber that stops reading, as a kubelet stuck elsewhere would: a plain HTTP/2 stream that is
+ * paused, so its flow-control window closes and berthd's writes back up. (grpc-js's own client
+ * keeps reading into memory whether or not the caller takes the messages.)
+ */
+class UnreadStream {
+  private readonly session: ClientHttp2Session;
+  private readonly request: ClientHttp2Stream;
+  private readonly trailers: Promise<Record<string, string | string[] | undefined>>;
+
+  constructor(socket: string) {
+    this.session = connectHttp2('http://localhost', { createConnection: () => connectUnix(socket) });
+    this.session.on('error', () => {});
+    this.request = this.session.request({
+      ':method': 'POST',
+      ':path': '/runtime.v1.RuntimeService/GetContainerEvents',
+      'content-type': 'application/grpc',
+      te: 'trailers',
+    });
+    this.request.on('error', () => {});
+    this.trailers = new Promise((resolve) => this.request.on('trailers', (headers) => resolve(headers)));
+    // One uncompressed message of no bytes: an empty GetEventsRequest.
+    this.request.end(Buffer.alloc(5));
+    this.request.pause();
+  }
+
+  /** Reads what the stream still has: how many messages, then the status it ends with. */
+  async readToEnd(): Promise<{ messages: number; status: number; message: string }> {
+    let buffered = Buffer.alloc(0);
+    let messages = 0;
+    this.request.on('data', (chunk: Buffer) => {
+      buffered = Buffer.concat([buffered, chunk]);
+      while (buffered.length >= 5 && buffered.length >= 5 + buffered.readUInt32BE(1)) {
+        buffered = buffered.subarray(5 + buffered.readUInt32BE(1));
+        messages++;
+      }
+    });
+    this.request.resume();
+    const trailers = await this.trailers;
+    return {
+      messages,
+      status: Number(trailers['grpc-status']),
+      message: decodeURIComponent(String(trailers['grpc-message'] ?? '')),
+    };
+  }
+
+  close(): void {
+    this.request.close();
+    this.session.destroy();
+  }
+}
+
+function is(event: WireEvent, id: string, change: 'CREATED' | 'STARTED' | 'STOPPED' | 'DELETED'): boolean {
+  return event.container_id === id && event.container_event_type === `CONTAINER_${change}_EVENT`;
+}
+
+function containerIn(event: WireEvent, id: string): WireContainerStatus | undefined {
+  return event.containers_statuses.find((c) => c.id === id);
+}
+
+function name(event: WireEvent, pod: Pod, containers: Record<string, string>): string {
+  if (event.container_id === pod.id) return 'pod';
+  return Object.entries(containers).find(([, id]) => id === event.container_id)?.[0] ?? event.container_id;
+}
+
+async function sandboxStatus(d: TestDaemon, id: string): Promise<WirePodStatus | null> {
+  const res = await d.cri.call<{ status: WirePodStatus | null }>('PodSandboxStatus', { pod_sandbox_id: id });
+  return res.status;
+}
+
+async function removePod(d: TestDaemon, pod: Pod): Promise<void> {
+  if (!d.client) return;
+  await d.cri.call('RemovePodSandbox', { pod_sandbox_id: pod.id }).catch(() => {});
+}
