@@ -9,6 +9,9 @@ import { startRegistry } from '../test/harness/registry.js';
 import { runBench } from './run.js';
 import { figures, line, timed } from './stats.js';
 
+/** kubelet's parallel callers, as the issue's "with 4 clients at once" figures count them. */
+const CLIENTS = 4;
+
 async function main(): Promise<void> {
   const pulls = Number(process.argv[2] ?? 10);
   const imageCount = Number(process.argv[3] ?? 100);
@@ -21,6 +24,15 @@ async function main(): Promise<void> {
         [{ type: 'file', path: `data/${i}.bin`, content: randomBytes(size) }],
         i % 2 ? 'zstd' : 'gzip',
       );
+
+    // The issue's figure: a small one-layer image pulled again after RemoveImage took its layer.
+    const busybox = await pushImage(registry, 'bench/busybox', 'latest', { layers: [base] });
+    const busyboxReq = { image: { image: busybox.reference } };
+    const small: number[] = [];
+    for (let i = 0; i < pulls; i++) {
+      small.push((await timed(() => daemon.cri.callImage('PullImage', busyboxReq)))[1]);
+      await daemon.cri.callImage('RemoveImage', busyboxReq);
+    }
 
     const cold: number[] = [];
     const warm: number[] = [];
@@ -41,19 +53,39 @@ async function main(): Promise<void> {
       });
       await daemon.cri.callImage('PullImage', { image: { image: image.reference } });
     }
+    const statusOf = (i: number): Promise<unknown> =>
+      daemon.cri.callImage('ImageStatus', {
+        image: { image: `${registry.host}/bench/many:t${i % imageCount}` },
+      });
+    const listAll = (): Promise<unknown> => daemon.cri.callImage('ListImages', {});
     const status: number[] = [];
     const list: number[] = [];
     for (let i = 0; i < 50; i++) {
-      const ref = `${registry.host}/bench/many:t${i % imageCount}`;
-      status.push((await timed(() => daemon.cri.callImage('ImageStatus', { image: { image: ref } })))[1]);
-      list.push((await timed(() => daemon.cri.callImage('ListImages', {})))[1]);
+      status.push((await timed(() => statusOf(i)))[1]);
+      list.push((await timed(listAll))[1]);
+    }
+    const statusParallel: number[] = [];
+    const listParallel: number[] = [];
+    const clients = Array.from({ length: CLIENTS }, (_, c) => c);
+    for (let i = 0; i < 50; i++) {
+      for (const [call, samples] of [
+        [statusOf, statusParallel],
+        [listAll, listParallel],
+      ] as const) {
+        const times = await Promise.all(clients.map(async (c) => (await timed(() => call(i + c)))[1]));
+        samples.push(...times);
+      }
     }
 
-    console.log(`berth image benchmark: 5-layer images (~1 MiB), local docker-registry, ${pulls} pulls`);
-    console.log(line('PullImage cold', figures(cold)));
-    console.log(line('PullImage warm', figures(warm)));
-    console.log(line(`ImageStatus (${imageCount + pulls} images)`, figures(status)));
-    console.log(line(`ListImages (${imageCount + pulls} images)`, figures(list)));
+    const images = imageCount + pulls;
+    console.log(`berth image benchmark: local docker-registry, ${pulls} pulls, ${images} images listed`);
+    console.log(line('PullImage busybox cold', figures(small)));
+    console.log(line('PullImage 5 layers cold', figures(cold)));
+    console.log(line('PullImage 5 layers warm', figures(warm)));
+    console.log(line('ImageStatus', figures(status)));
+    console.log(line(`ImageStatus ×${CLIENTS} clients`, figures(statusParallel)));
+    console.log(line('ListImages', figures(list)));
+    console.log(line(`ListImages ×${CLIENTS} clients`, figures(listParallel)));
     console.log(
       'reference (containerd 1.6, same kind of machine): small image pull 25 ms, list 0.5 ms (medians)',
     );

@@ -13,3 +13,11 @@ export function runBench(main: () => Promise<void>): void {
     process.exitCode = 1;
   });
 }
+
+/** A size from a command-line flag's value, else from env var `env`, else `fallback`. */
+export function sizeOption(flag: string | undefined, env: string, fallback: number): number {
+  if (flag === undefined) return envCount(env, fallback);
+  const value = Number(flag);
+  if (!Number.isInteger(value) || value <= 0) throw new Error(`${flag}: not a positive whole number`);
+  return value;
+}

@@ -9,25 +9,25 @@
  * BENCH_COMPARE (another CRI endpoint, unix:///path/to.sock: the same sequences run against it too,
  * interleaved with berth's, and a side-by-side table is printed),
  * BENCH_COMPARE_IMAGE (an image that endpoint can pull, holding busybox with /bin/sh, sleep, echo,
- * yes, head and httpd, and /www/index.html; required with BENCH_COMPARE).
+ * yes, head and httpd, and /www/index.html; by default bench/streaming:1 on BENCH_COMPARE_REGISTRY,
+ * 127.0.0.1:5055, where scripts/bench-containerd.sh puts it).
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, readFile, readlink, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SpdyConnection, SpdyStream } from '../src/spdy/connection.js';
-import { CriClient } from '../test/harness/client.js';
+import type { CriClient } from '../test/harness/client.js';
 import { TestDaemon, podConfig } from '../test/harness/daemon.js';
-import { busyboxLayer, pushImage, type LayerEntry } from '../test/harness/images.js';
 import { watchRss } from '../test/harness/memory.js';
 import { runPod, startContainer, type Pod } from '../test/harness/pods.js';
 import { startRegistry, type TestRegistry } from '../test/harness/registry.js';
 import { spdyConnect, spdyRemoteCommand } from '../test/harness/streaming.js';
+import { connectOther, interleaved } from './endpoints.js';
+import { benchImageRefs, pushBenchImages } from './images.js';
 import { envCount, runBench } from './run.js';
 import { figures, line, timed, type Figures } from './stats.js';
 
-const EXTRA_APPLETS = ['httpd', 'yes'];
-const PAGE = '<html>served from a bench pod</html>\n';
 const STREAM_BYTES = 256 * 1024 * 1024;
 const STREAM_CMD = ['sh', '-c', `yes 0123456789abcdef | head -c ${STREAM_BYTES}`];
 const HTTP_GET = 'GET / HTTP/1.0\r\n\r\n';
@@ -95,30 +95,6 @@ function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
     timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
   });
   return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
-}
-
-/**
- * The process listening on a unix socket: the socket's inode from /proc/net/unix, then the process
- * holding it. The compare endpoint is only a path, and its daemon's memory is the figure wanted.
- */
-async function socketOwner(path: string): Promise<number | undefined> {
-  const table = await readFile('/proc/net/unix', 'utf8').catch(() => '');
-  const inodes = new Set(
-    table
-      .split('\n')
-      .map((row) => row.trim().split(/\s+/))
-      .filter((fields) => fields[7] === path)
-      .map((fields) => `socket:[${fields[6]}]`),
-  );
-  if (inodes.size === 0) return undefined;
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
-    const fds = await readdir(`/proc/${entry}/fd`).catch(() => [] as string[]);
-    for (const fd of fds) {
-      if (inodes.has(await readlink(`/proc/${entry}/fd/${fd}`).catch(() => ''))) return Number(entry);
-    }
-  }
-  return undefined;
 }
 
 async function prepare(ep: Endpoint, tag: string): Promise<Workloads> {
@@ -262,23 +238,6 @@ async function waitForHttpd(ep: Endpoint, w: Workloads): Promise<void> {
   }
 }
 
-/**
- * Runs `sample` for each endpoint `n` times, alternating which goes first, so drift on the machine
- * (page cache, CPU frequency, other load) falls on both alike.
- */
-async function interleaved<T>(
-  endpoints: readonly Endpoint[],
-  n: number,
-  sample: (ep: Endpoint, i: number) => Promise<T>,
-): Promise<Map<Endpoint, T[]>> {
-  const results = new Map(endpoints.map((ep) => [ep, [] as T[]]));
-  for (let i = 0; i < n; i++) {
-    const order = i % 2 === 0 ? endpoints : [...endpoints].reverse();
-    for (const ep of order) results.get(ep)?.push(await sample(ep, i));
-  }
-  return results;
-}
-
 function mib(kib: number): string {
   return Number.isNaN(kib) ? 'n/a' : `${(kib / 1024).toFixed(1)} MiB`;
 }
@@ -370,22 +329,15 @@ function compareTable(a: Endpoint, ra: Results, b: Endpoint, rb: Results): void 
 async function compareEndpoint(): Promise<Endpoint | null> {
   const address = process.env.BENCH_COMPARE;
   if (!address) return null;
-  if (!address.startsWith('unix://')) throw new Error(`BENCH_COMPARE must be unix:///path, not ${address}`);
-  const image = process.env.BENCH_COMPARE_IMAGE;
-  if (!image) throw new Error('BENCH_COMPARE needs BENCH_COMPARE_IMAGE, an image that endpoint can pull');
-  const socket = address.slice('unix://'.length);
-  const cri = new CriClient(socket);
-  const version = await cri
-    .call<{ runtime_name: string; runtime_version: string }>('Version', { version: 'v1' })
-    .catch((err: unknown) => {
-      cri.close();
-      throw err;
-    });
+  const image =
+    process.env.BENCH_COMPARE_IMAGE ??
+    benchImageRefs(process.env.BENCH_COMPARE_REGISTRY ?? '127.0.0.1:5055').streaming;
+  const other = await connectOther(address);
   return {
-    label: version.runtime_name || 'other',
-    cri,
+    label: other.name,
+    cri: other.cri,
     image,
-    pid: await socketOwner(socket),
+    pid: other.pid,
     logDir: await mkdtemp(join(tmpdir(), 'berth-bench-streaming-')),
     pods: [],
     pulledImage: false,
@@ -416,14 +368,7 @@ async function main(): Promise<void> {
   try {
     other = await compareEndpoint();
     registry = await startRegistry();
-    const www: LayerEntry[] = [
-      { type: 'dir', path: 'www' },
-      { type: 'file', path: 'www/index.html', content: PAGE },
-    ];
-    const image = await pushImage(registry, 'bench/streaming', '1', {
-      layers: [await busyboxLayer('gzip', { applets: EXTRA_APPLETS, entries: www })],
-      config: { Cmd: ['/bin/sleep', '1000'], WorkingDir: '/', Env: ['PATH=/bin'] },
-    });
+    const image = (await pushBenchImages(registry)).streaming;
     daemon = await TestDaemon.create({ cni: 'bridge' });
     const berth: Endpoint = {
       label: 'berth',

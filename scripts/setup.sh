@@ -26,12 +26,13 @@ command -v npm >/dev/null 2>&1 || die "npm is not installed"
 # --- Debian packages --------------------------------------------------------------------------
 # Runtime: runc, CNI plugins, conmon, catatonit (pod infra init), iproute2, iptables (portmap,
 # ipMasq), util-linux (nsenter, mount), attr (setfattr: layer xattrs and overlay opaque dirs), zstd,
-# socat (port-forward: a TCP connection made inside a pod's network namespace).
+# socat (port-forward: a TCP connection made inside a pod's network namespace), procps (sysctl: a
+# pod's hostname and sysctls written inside its new namespaces when it runs without an infra).
 # Image tests: docker-registry, skopeo, busybox-static, apache2-utils (htpasswd for registry auth);
 # openssl (a self-signed certificate for the streaming server's TLS test).
 packages=(
   runc containernetworking-plugins conmon catatonit iproute2 iptables util-linux
-  attr zstd socat
+  attr zstd socat procps
   docker-registry skopeo busybox-static apache2-utils openssl
 )
 missing=()

@@ -91,4 +91,4 @@ Write a network config for a free subnet into ${conf_dir} (see ${default_net})."
 fi
 
 say "starting berthd"
-exec node dist/src/main.js "$@"
+exec bin/berthd "$@"

@@ -4,15 +4,14 @@ import { Cni } from './cni/index.js';
 import { findProgram } from './exec.js';
 import type { BerthConfig } from './config/types.js';
 import { describePod, type PodSnapshot } from './cri/events.js';
+import { loadCriServices } from './cri/loader.js';
 import { serveCri, type CriServer } from './cri/server.js';
 import { EventHub } from './events/hub.js';
 import { LifecyclePublisher, sandboxChange, type LifecycleEvent } from './events/lifecycle.js';
-import { Puller } from './image/pull.js';
 import { sweepImageStore } from './image/recovery.js';
 import { ImageService } from './image/service.js';
 import { ContentStore } from './imagestore/content.js';
 import { LayerStore } from './imagestore/layers.js';
-import { RegistryClient } from './registry/client.js';
 import { loadRegistryHosts } from './registry/hosts.js';
 import type { Logger } from './log.js';
 import { prepareNetnsDir } from './netns/index.js';
@@ -89,7 +88,7 @@ export async function startDaemon(
     logger,
   });
   const events = new LifecyclePublisher<PodSnapshot>(eventHub, logger);
-  const report = await recover({
+  const recovery = recover({
     config,
     store,
     cni,
@@ -98,21 +97,20 @@ export async function startDaemon(
     recoverContainers: (rebooted) =>
       recoverContainers({ config, store, runtimes, exits, exitDir, persistDir, logger, events, rebooted }),
   });
+  // Parsing the CRI proto is CPU work of its own: done while recovery waits for runc and the disk.
+  const criServices = loadCriServices();
+  const report = await recovery;
   // Infra processes that died while berthd was down: their pods are stopped now.
   for (const id of report.markedNotReady) events.publish(sandboxChange('STOPPED', id));
   const imageSweep = await sweepImageStore(store.images, content, layers, logger);
   logger.info({ ...report, imageSweep, ms: Date.now() - started }, 'state recovered');
 
-  const registry = new RegistryClient({
-    hosts: await loadRegistryHosts(config.registryConfig),
-    timeoutMs: config.registryTimeoutMs,
-    logger,
-  });
   const images = new ImageService({
     repo: store.images,
     content,
     layers,
-    puller: new Puller({ registry, content, layers, repo: store.images, logger }),
+    // Read now, so that a bad registries.toml stops start-up; the registry client comes later.
+    registry: { hosts: await loadRegistryHosts(config.registryConfig), timeoutMs: config.registryTimeoutMs },
     rootDir: config.rootDir,
     logger,
     usedBy: (imageId) => store.containers.imageInUse(imageId),
@@ -182,6 +180,7 @@ export async function startDaemon(
       config,
       { sandboxes, images, containers, podStats, events: eventHub, streams: streaming },
       logger,
+      criServices,
     );
   } catch (err) {
     clearInterval(monitorCheck);

@@ -191,8 +191,17 @@ CREATE UNIQUE INDEX containers_metadata ON containers (sandbox_id, name, attempt
 CREATE INDEX containers_image_id ON containers (image_id);
 `;
 
+/**
+ * Whether a pod runs an infra process. Pods from before this column all ran one; a pod without
+ * one holds its ipc and uts namespaces as pinned files in its sandbox dir instead.
+ */
+const addSandboxInfra = `
+ALTER TABLE sandboxes ADD COLUMN infra INTEGER NOT NULL DEFAULT 1 CHECK (infra IN (0, 1));
+`;
+
 export const migrations: readonly Migration[] = [
   { version: 1, name: 'create sandboxes', sql: createSandboxes },
   { version: 2, name: 'create images', sql: createImages },
   { version: 3, name: 'create containers', sql: createContainers },
+  { version: 4, name: 'sandbox infra flag', sql: addSandboxInfra },
 ];

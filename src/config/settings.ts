@@ -44,6 +44,9 @@ function setting<T>(declared: Setting<T>): Setting<T> {
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 
+/** auto: an infra process only for pods that share a pid namespace; always: one for every pod. */
+export const POD_INFRA_MODES = ['auto', 'always'] as const;
+
 /** In the order of --help, the sample config and the README. Top-level keys come first, as TOML needs. */
 const DECLARED = {
   socket: setting({
@@ -84,6 +87,15 @@ const DECLARED = {
     default: 'cgroupfs',
     help: `Cgroup driver: ${CGROUP_DRIVERS.join(' or ')}; systemd only on a host running systemd`,
     details: "Match the kubelet's setting.",
+  }),
+  podInfra: setting({
+    key: 'pod_infra',
+    flag: { name: '--pod-infra', arg: 'MODE' },
+    kind: choice(POD_INFRA_MODES),
+    default: 'auto',
+    help: `When a pod runs an infra process: ${POD_INFRA_MODES.join(' or ')}`,
+    details:
+      'auto runs one only for pods that share a pid namespace and pins the ipc and uts namespaces of the others as files; always runs one for every pod.',
   }),
   cniConfDir: setting({
     key: 'cni.conf_dir',

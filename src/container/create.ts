@@ -32,7 +32,7 @@ export class ContainerCreation {
   async inPod(podId: string, spec: ContainerSpec): Promise<string> {
     const { config, store, images } = this.deps;
     const sandbox = findSandbox(store, podId, false);
-    if (sandbox.state !== 'READY' || sandbox.pid <= 0) {
+    if (sandbox.state !== 'READY' || (sandbox.infra && sandbox.pid <= 0)) {
       throw new FailedPreconditionError(`pod sandbox ${sandbox.id} is not ready`);
     }
     const resolved = images.resolve(spec.image);

@@ -82,10 +82,18 @@ export class ContainerLifecycle {
     if (exited) await this.recorder.onExit(exited);
   }
 
-  /** Idempotent: stopping an exited container is a no-op. timeoutSeconds 0 kills at once. */
+  /**
+   * Idempotent: stopping an exited container is a no-op. timeoutSeconds 0 kills at once. Returns
+   * once what the exited container no longer needs is released, as containerd's StopContainer
+   * returns once its task is deleted: RemoveContainer then only deletes.
+   */
   async stop(idOrPrefix: string, timeoutSeconds: number): Promise<void> {
     const found = findContainer(this.ctx.deps.store, idOrPrefix);
-    await this.ctx.lock.with(found.id, () => this.stopLocked(found.id, timeoutSeconds));
+    await this.ctx.lock.with(found.id, async () => {
+      await this.stopLocked(found.id, timeoutSeconds);
+      const stopped = this.ctx.deps.store.containers.get(found.id);
+      if (stopped?.state === 'EXITED') await this.teardown.afterExit(stopped, this.ctx.deps.logger);
+    });
   }
 
   private async stopLocked(id: string, timeoutSeconds: number): Promise<void> {
@@ -148,7 +156,12 @@ export class ContainerLifecycle {
    * Called with the pod's gate closed: no create is under way, so none is CREATING.
    */
   async stopAllInSandbox(sandboxId: string): Promise<void> {
-    await Promise.all(this.createdIn(sandboxId).map((container) => this.stop(container.id, 0)));
+    // Their exits are released in the background (ExitRecorder.onExit): the pod's stop need not wait.
+    await Promise.all(
+      this.createdIn(sandboxId).map((container) =>
+        this.ctx.lock.with(container.id, () => this.stopLocked(container.id, 0)),
+      ),
+    );
   }
 
   async removeAllInSandbox(sandboxId: string): Promise<void> {

@@ -40,19 +40,23 @@ export function findRunning(store: Store, idOrPrefix: string): Container {
 
 /** The containers a CRI filter selects (creates in progress are not containers yet). */
 export function selectContainers(store: Store, filter: ContainerFilter): Container[] {
-  let found = filter.id ? store.containers.findByIdPrefix(filter.id) : store.containers.list();
-  if (filter.podSandboxId) {
-    const sandboxIds = new Set(
-      store.sandboxes.get(filter.podSandboxId)
-        ? [filter.podSandboxId]
-        : store.sandboxes.findByIdPrefix(filter.podSandboxId).map((s) => s.id),
-    );
-    found = found.filter((container) => sandboxIds.has(container.sandboxId));
-  }
-  return found
+  return candidates(store, filter)
     .filter((container) => container.state !== 'CREATING')
     .filter((container) => !filter.state || stateName(container) === filter.state)
     .filter((container) => matchesLabels(container.spec.labels, filter.labelSelector));
+}
+
+/** The containers of the id and pod filters, oldest first. */
+function candidates(store: Store, { id, podSandboxId }: ContainerFilter): Container[] {
+  if (!podSandboxId) return id ? store.containers.findByIdPrefix(id) : store.containers.list();
+  const exact = store.sandboxes.get(podSandboxId) !== undefined;
+  // The common case, and every event's picture of its pod: one pod, by its full id.
+  if (exact && !id) return store.containers.listBySandbox(podSandboxId);
+  const sandboxIds = new Set(
+    exact ? [podSandboxId] : store.sandboxes.findByIdPrefix(podSandboxId).map((s) => s.id),
+  );
+  const found = id ? store.containers.findByIdPrefix(id) : store.containers.list();
+  return found.filter((container) => sandboxIds.has(container.sandboxId));
 }
 
 /** Created or running: runc has its process, and a conmon watches it. */

@@ -19,6 +19,7 @@ import type { LinuxDevice, LinuxDeviceCgroup, Seccomp, Spec } from '../oci/spec.
 import { resolveUser, type ResolvedUser } from '../oci/user.js';
 import { isRunning } from '../process/index.js';
 import { HOSTNAME_FILE, RESOLV_CONF, SHM_DIR } from '../sandbox/files.js';
+import { podNamespacePaths } from '../sandbox/namespaces.js';
 import { cgroupVersion } from '../stats/cgroup.js';
 
 export const HOSTS_FILE = 'hosts';
@@ -48,8 +49,8 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     ...input.spec,
     resources: await supportedResources(input.spec.resources, 'config.linux.resources'),
   };
-  // The namespaces are joined through the infra's /proc entries: a dead infra would fail late.
-  if (!(await isRunning(sandbox.pid))) {
+  // An infra's namespaces are joined through its /proc entries: a dead infra would fail late.
+  if (sandbox.infra && !(await isRunning(sandbox.pid))) {
     throw new FailedPreconditionError(`pod sandbox ${sandbox.id}: its infra process is not running`);
   }
   const [user, mounts, devices, hosts] = await Promise.all([
@@ -69,8 +70,7 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     rootfsPath: input.rootfsPath,
     allCapabilities: all,
     user,
-    netnsPath: sandbox.netnsPath,
-    infraPid: sandbox.pid,
+    podNamespaces: podNamespacePaths(sandbox),
     targetPid: input.targetPid,
     sandboxFiles: {
       resolvConf: join(sandbox.sandboxDir, RESOLV_CONF),

@@ -5,12 +5,20 @@ import { listRootfsDirs } from '../imagestore/rootfs.js';
 import type { Logger } from '../log.js';
 import type { LifecycleEvents } from '../events/lifecycle.js';
 import type { Container } from '../model/container.js';
+import { isConmonOf } from '../monitor/conmon.js';
 import type { ExitWatcher } from '../monitor/exits.js';
+import { inPool } from '../operation/pool.js';
 import type { RuntimeHandlers } from '../sandbox/runtimes.js';
 import type { Store } from '../store/index.js';
 import { runtimeOf } from './context.js';
 import { recordExit, settleUnmonitored } from './settle.js';
 import { ContainerTeardown } from './teardown.js';
+
+/**
+ * Containers repaired at once. Each is a few /proc and exit-file reads, or a runc exec where those
+ * cannot answer; a bound keeps a node with many pods from starting hundreds of execs together.
+ */
+const REPAIR_CONCURRENCY = 8;
 
 export interface ContainerRecoveryDeps {
   config: BerthConfig;
@@ -51,7 +59,7 @@ export async function recoverContainers(deps: ContainerRecoveryDeps): Promise<Co
     orphanDirs: [],
     orphanExitFiles: [],
   };
-  for (const container of store.containers.list()) {
+  await inPool(store.containers.list(), REPAIR_CONCURRENCY, async (container) => {
     try {
       if (container.state === 'CREATING') {
         await teardown.all(container.id);
@@ -65,7 +73,7 @@ export async function recoverContainers(deps: ContainerRecoveryDeps): Promise<Co
     } catch (err) {
       logger.error({ container: container.id, err: errorMessage(err) }, 'container repair failed');
     }
-  }
+  });
   await removeOrphans(deps, teardown, report);
   return report;
 }
@@ -82,6 +90,10 @@ async function reconcile(deps: ContainerRecoveryDeps, container: Container, repo
     );
     return;
   }
+  // The common case, a running container under its live conmon, needs no runc exec: conmon outlives
+  // its container's process, and when that exits, the exit file the watcher reads follows.
+  if (!rebooted && container.state === 'RUNNING' && (await isConmonOf(container.monitorPid, container.id)))
+    return;
   const settled = await settleUnmonitored(deps, container, { rebooted });
   if (settled === 'killed' || settled === 'lost') report.lost.push(container.id);
 }

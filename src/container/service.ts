@@ -24,8 +24,9 @@ export class ContainerService {
 
   constructor(deps: ContainerServiceDeps) {
     const context = { deps, lock: new KeyedLock() };
-    this.exits = new ExitRecorder(context);
-    this.lifecycle = new ContainerLifecycle(context, this.exits, new ContainerTeardown(deps));
+    const teardown = new ContainerTeardown(deps);
+    this.exits = new ExitRecorder(context, teardown);
+    this.lifecycle = new ContainerLifecycle(context, this.exits, teardown);
     this.exec = new ContainerExec(deps);
     this.stats = new ContainerStatsReader(deps);
     this.views = new ContainerViews(deps, this.exits);

@@ -1,5 +1,8 @@
 import type { BerthConfig } from '../config/types.js';
-import { removeRootfs } from '../imagestore/rootfs.js';
+import { errorMessage } from '../errors.js';
+import { run } from '../exec.js';
+import { isRootfsMounted, removeRootfs, rootfsPath } from '../imagestore/rootfs.js';
+import type { Logger } from '../log.js';
 import type { Container } from '../model/container.js';
 import type { ExitWatcher } from '../monitor/exits.js';
 import type { RuntimeHandlers } from '../sandbox/runtimes.js';
@@ -18,6 +21,9 @@ export interface ContainerTeardownDeps {
 }
 
 type Undo = (id: string) => Promise<void>;
+
+/** Unmounting is a local syscall; it only takes long when the host is in trouble. */
+const UNMOUNT_TIMEOUT_MS = 30_000;
 
 /**
  * The undo of everything CreateContainer makes, one named action per step, each written once for
@@ -49,6 +55,24 @@ export class ContainerTeardown {
     const handlers = container ? [runtimeOf(this.deps, container)] : this.deps.runtimes.all();
     for (const { conmon } of handlers) await conmon.release(id, container?.monitorPid ?? 0);
     await this.deps.exits.forget(id);
+  }
+
+  /**
+   * What a container that exited no longer needs, let go at once as containerd deletes its task on
+   * exit: runc's record (only its cgroup is left) and, once runc has made sure nothing runs in it,
+   * the rootfs mount. The dir, bundle and monitor files stay for Status, logs and RemoveContainer,
+   * whose removeFiles is then a plain delete. Best effort and idempotent: what fails here is left
+   * to RemoveContainer, which undoes everything the record says may exist anyway.
+   */
+  async afterExit(container: Container, logger: Logger): Promise<void> {
+    const { id } = container;
+    try {
+      await runtimeOf(this.deps, container).runc.delete(id);
+      if (!(await isRootfsMounted(id, this.deps.config.rootDir))) return;
+      await run('umount', [rootfsPath(id, this.deps.config.rootDir)], { timeoutMs: UNMOUNT_TIMEOUT_MS });
+    } catch (err) {
+      logger.warn({ container: id, err: errorMessage(err) }, 'releasing an exited container failed');
+    }
   }
 
   /** What takes back `step` of CreateContainer for container `id`; null when the step makes nothing of its own. */

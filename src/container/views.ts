@@ -23,7 +23,7 @@ export class ContainerViews {
   ): Promise<{ view: ContainerView; info?: ContainerVerboseInfo }> {
     // kubelet asks for the status of what it believes runs: a dead monitor is noticed right here.
     const found = findContainer(this.deps.store, idOrPrefix);
-    await this.recorder.checkMonitor(found);
+    await this.recorder.checkMonitorSoon(found);
     const container = currentContainer(this.deps.store, found.id);
     const view = this.toView(container);
     if (!verbose) return { view };

@@ -1,19 +1,26 @@
-import { Server, ServerCredentials } from '@grpc/grpc-js';
+import { Server, ServerCredentials, type ServiceDefinition } from '@grpc/grpc-js';
 import { chmod, mkdir, mkdtemp, readdir, rename, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { BerthConfig } from '../config/types.js';
 import type { Logger } from '../log.js';
 import { RpcEdge } from './handler.js';
-import { loadCriServices } from './loader.js';
+import { loadCriServices, type CriServices } from './loader.js';
 import { imageService, runtimeService, type CriDomains } from './services.js';
 
 export interface CriServer {
   close(): Promise<void>;
 }
 
-/** Serves RuntimeService and ImageService on the configured unix socket, mode 0660. */
-export async function serveCri(config: BerthConfig, domains: CriDomains, logger: Logger): Promise<CriServer> {
-  const services = loadCriServices();
+/**
+ * Serves RuntimeService and ImageService on the configured unix socket, mode 0660. `services` may
+ * be loaded beforehand (parsing the proto is a good part of start-up) to overlap other work.
+ */
+export async function serveCri(
+  config: BerthConfig,
+  domains: CriDomains,
+  logger: Logger,
+  services: CriServices<ServiceDefinition> = loadCriServices(),
+): Promise<CriServer> {
   const edge = new RpcEdge(logger);
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   server.addService(services.runtime, runtimeService(config, domains, edge));

@@ -21,6 +21,8 @@ export interface EventHubOptions {
 export class EventHub<T> {
   private readonly subscribers = new Set<Subscription<T>>();
   private backlog: { event: T; at: number }[] = [];
+  /** Drops the backlog once it is too old even if nothing is published or subscribed after it. */
+  private expiryTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private readonly now: () => number;
 
@@ -46,7 +48,7 @@ export class EventHub<T> {
     });
     this.expire();
     for (const { event } of this.backlog) subscription.push(event);
-    this.backlog = [];
+    this.dropBacklog();
     this.subscribers.add(subscription);
     return subscription;
   }
@@ -54,7 +56,7 @@ export class EventHub<T> {
   /** Ends every subscription with UNAVAILABLE; later events go nowhere. */
   close(): void {
     this.closed = true;
-    this.backlog = [];
+    this.dropBacklog();
     for (const subscriber of this.subscribers) {
       subscriber.fail(new UnavailableError('berthd is shutting down: event stream closed by the server'));
     }
@@ -68,6 +70,26 @@ export class EventHub<T> {
       this.backlog.splice(0, dropped);
       this.opts.logger.warn({ dropped }, 'event discarded: nobody subscribed and the backlog is full');
     }
+    this.scheduleExpiry();
+  }
+
+  private scheduleExpiry(): void {
+    const oldest = this.backlog[0];
+    if (this.expiryTimer !== undefined || oldest === undefined) return;
+    const dueIn = Math.max(0, oldest.at + this.opts.retainMs - this.now());
+    this.expiryTimer = setTimeout(() => {
+      this.expiryTimer = undefined;
+      this.expire();
+      this.scheduleExpiry();
+    }, dueIn + 1);
+    // A daemon that is shutting down does not wait for its backlog to expire.
+    this.expiryTimer.unref();
+  }
+
+  private dropBacklog(): void {
+    this.backlog = [];
+    clearTimeout(this.expiryTimer);
+    this.expiryTimer = undefined;
   }
 
   private expire(): void {

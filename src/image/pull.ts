@@ -1,11 +1,10 @@
 import { rm } from 'node:fs/promises';
-import type { Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { BerthError } from '../errors.js';
-import type { ContentStore } from '../imagestore/content.js';
+import { readVerified, type ContentStore } from '../imagestore/content.js';
+import { StoreFlush } from '../imagestore/durability.js';
 import type { LayerStore } from '../imagestore/layers.js';
 import type { ImageLayerRef } from '../imagestore/types.js';
-import type { ImageRepo } from '../store/images.js';
-import { nowNanos } from '../time.js';
 import type { Logger } from '../log.js';
 import type { RegistryClient, RegistryCredentials } from '../registry/client.js';
 import { MEDIA_TYPES, type Descriptor, type ImageIndex, type ImageManifest } from '../registry/manifest.js';
@@ -15,7 +14,7 @@ import { detectCompression, unpackLayer } from '../unpack/index.js';
 import { SingleFlight } from './singleflight.js';
 import type { ImageConfig } from '../model/image.js';
 
-/** An image whose bytes are all verified, stored and unpacked, ready to be recorded. */
+/** An image whose bytes are all verified, stored, unpacked and on disk, ready to be recorded. */
 export interface PulledImage {
   id: string;
   manifestDigest: string;
@@ -33,21 +32,29 @@ export interface PullerDeps {
   registry: RegistryClient;
   content: ContentStore;
   layers: LayerStore;
-  repo: ImageRepo;
   logger: Logger;
   /** Layers fetched at once per pull; registries and disks both prefer a few streams to many. */
   layerConcurrency?: number;
 }
 
+/**
+ * How far a download may run ahead of its unpack. Lockstep (a small buffer) makes each chunk wait
+ * for a disk write on both sides in turn; this lets the two overlap, for a bounded amount of memory.
+ */
+const TAP_BUFFER_BYTES = 1024 * 1024;
+
 const INDEX_TYPES = new Set<string>([MEDIA_TYPES.ociIndex, MEDIA_TYPES.dockerManifestList]);
 const MANIFEST_TYPES = new Set<string>([MEDIA_TYPES.ociManifest, MEDIA_TYPES.dockerManifest]);
 
 /**
- * Fetches an image into the content store and unpacks its layers once each. Every blob is checked
- * against its digest and size before use; an interrupted pull leaves only temporary files.
+ * Fetches an image into the content store and unpacks its layers once each, each layer while it
+ * downloads. Every blob is checked against its digest and size before use; an interrupted pull
+ * leaves only temporary files, or published ones that no row refers to, which start-up recovery
+ * deletes. A pull ends with one flush to disk for everything it (or a pull it relied on) wrote.
  */
 export class Puller {
   private readonly layerFlights = new SingleFlight<void>();
+  private readonly flush = new StoreFlush();
 
   constructor(private readonly deps: PullerDeps) {}
 
@@ -57,9 +64,17 @@ export class Puller {
     auth: RegistryCredentials | undefined,
     signal?: AbortSignal,
   ): Promise<PulledImage> {
-    const { registry, content } = this.deps;
+    const { registry } = this.deps;
     const top = await registry.fetchManifest(ref, auth, { ...(signal ? { signal } : {}) });
-    await content.writeBuffer(top.digest, top.bytes);
+    // Small blobs are stored while the pull goes on; the flush waits for them.
+    const writes: Promise<void>[] = [];
+    const keep = (digest: string, bytes: Buffer): void => {
+      const written = this.storeSmallBlob(digest, bytes);
+      // Awaited below; until then a failure must not count as unhandled.
+      written.catch(() => undefined);
+      writes.push(written);
+    };
+    keep(top.digest, top.bytes);
 
     let manifestBytes = top.bytes;
     let manifestMediaType = mediaTypeOf(top.bytes, top.mediaType);
@@ -84,7 +99,7 @@ export class Puller {
 
     // Everything else comes from the endpoint that answered, so a mirror serves a whole image.
     const via = top.endpoint;
-    const configBytes = await this.fetchSmallBlob(ref, manifest.config, via, auth, signal);
+    const configBytes = await this.fetchConfig(ref, manifest.config, via, keep, auth, signal);
     const config = parseJson<ImageConfig>(configBytes, 'image config');
     // The store reads the config back as an object; anything else would make the image unreadable.
     if (typeof config !== 'object' || config === null || Array.isArray(config)) {
@@ -104,6 +119,9 @@ export class Puller {
       mediaType: layer.mediaType,
     }));
     await this.forEachLimited(layers, (layer) => this.ensureLayer(ref, layer, via, auth, signal));
+    // The caller records the image next: everything it relies on must be on disk first.
+    await Promise.all(writes);
+    await this.flush.flush();
 
     const size = manifest.config.size + manifest.layers.reduce((sum, l) => sum + l.size, 0);
     return {
@@ -117,25 +135,37 @@ export class Puller {
     };
   }
 
-  private async fetchSmallBlob(
+  /** The config's bytes, verified; a downloaded one is handed to `keep` to be stored. */
+  private async fetchConfig(
     ref: ImageReference,
     desc: Descriptor,
     via: string,
+    keep: (digest: string, bytes: Buffer) => void,
     auth?: RegistryCredentials,
     signal?: AbortSignal,
   ): Promise<Buffer> {
     const { registry, content } = this.deps;
-    if (!(await content.has(desc.digest))) {
-      const blob = await registry.fetchBlob(ref, desc, auth, {
-        preferEndpoint: via,
-        ...(signal ? { signal } : {}),
-      });
-      await content.ingest({ digest: desc.digest, size: desc.size }, blob.stream);
-    }
-    return content.readBuffer(desc.digest);
+    if (await content.has(desc.digest)) return content.readBuffer(desc.digest);
+    const blob = await registry.fetchBlob(ref, desc, auth, {
+      preferEndpoint: via,
+      ...(signal ? { signal } : {}),
+    });
+    const bytes = await readVerified({ digest: desc.digest, size: desc.size }, blob.stream);
+    keep(desc.digest, bytes);
+    return bytes;
   }
 
-  /** Downloads (unless the blob is here) and unpacks (unless the layer is) one layer, once. */
+  private async storeSmallBlob(digest: string, bytes: Buffer): Promise<void> {
+    const { content } = this.deps;
+    if (await content.has(digest)) return;
+    this.flush.noteWrite(content.rootDir);
+    await content.writeBuffer(digest, bytes);
+  }
+
+  /**
+   * Unpacks one layer (unless it is committed already), once however many pulls want it: while
+   * downloading it when its blob is not here, else from the stored blob.
+   */
   private ensureLayer(
     ref: ImageReference,
     layer: ImageLayerRef,
@@ -146,51 +176,62 @@ export class Puller {
     return this.layerFlights.run(
       layer.diffId,
       async (shared) => {
-        const { registry, content, layers, repo, logger } = this.deps;
-        if (repo.getLayer(layer.diffId)?.unpacked && (await layers.has(layer.diffId))) return;
-        if (!(await content.has(layer.digest))) {
-          const started = Date.now();
-          const blob = await registry.fetchBlob(ref, layer, auth, { preferEndpoint: via, signal: shared });
-          await content.ingest({ digest: layer.digest, size: layer.size }, blob.stream);
-          const level = layer.size > 50 * 1024 * 1024 ? 'info' : 'debug';
-          logger[level](
-            { layer: layer.digest, bytes: layer.size, ms: Date.now() - started },
-            'layer downloaded',
-          );
+        const { registry, content, layers, logger } = this.deps;
+        // A committed layer is whole, recorded as unpacked or not yet: this pull flushes (covering
+        // whoever committed it) before it records the layer.
+        if (await layers.has(layer.diffId)) return;
+        const started = Date.now();
+        const tmp = await layers.tmpLayerDir(layer.diffId);
+        let downloaded = false;
+        try {
+          if (await content.has(layer.digest)) {
+            await this.unpack(layer, await content.openRead(layer.digest), tmp);
+          } else {
+            downloaded = true;
+            const blob = await registry.fetchBlob(ref, layer, auth, { preferEndpoint: via, signal: shared });
+            this.flush.noteWrite(content.rootDir);
+            await this.ingestAndUnpack(layer, blob.stream, tmp);
+          }
+          shared.throwIfAborted();
+          this.flush.noteWrite(layers.layersDir);
+          await layers.commitLayer(tmp, layer.diffId);
+        } catch (err) {
+          await rm(tmp, { recursive: true, force: true });
+          throw err;
         }
-        repo.putLayer({
-          diffId: layer.diffId,
-          blobDigest: layer.digest,
-          size: layer.size,
-          createdAt: nowNanos(),
-        });
-        shared.throwIfAborted();
-        await this.unpack(layer);
-        repo.markLayerUnpacked(layer.diffId);
+        const level = layer.size > 50 * 1024 * 1024 ? 'info' : 'debug';
+        const what = downloaded ? 'layer downloaded' : 'layer unpacked';
+        logger[level]({ layer: layer.digest, bytes: layer.size, ms: Date.now() - started }, what);
       },
       signal,
     );
   }
 
-  private async unpack(layer: ImageLayerRef): Promise<void> {
-    const { content, layers, logger } = this.deps;
-    const started = Date.now();
-    const tmp = await layers.tmpLayerDir(layer.diffId);
-    try {
-      const head = await readHead(await content.openRead(layer.digest));
-      const compression = detectCompression(layer.mediaType, head);
-      const result = await unpackLayer(await content.openRead(layer.digest), compression, tmp, { logger });
-      if (result.diffId !== layer.diffId) {
-        throw new ImageFormatError(
-          `layer ${layer.digest} unpacks to ${result.diffId}, config says ${layer.diffId}`,
-        );
-      }
-      await layers.commitLayer(tmp, layer.diffId);
-    } catch (err) {
-      await rm(tmp, { recursive: true, force: true });
-      throw err;
+  /**
+   * Stores the blob and unpacks it into `tmp` from the same bytes as they arrive. The tree is
+   * only good once both succeeded: the digest is known only at the end of the blob. A failed
+   * download stops the unpack; a failed unpack lets the download finish, since a corrupt blob
+   * (which the digest names) is the likelier cause of a broken stream than the layer itself.
+   */
+  private async ingestAndUnpack(layer: ImageLayerRef, download: Readable, tmp: string): Promise<void> {
+    const tap = new PassThrough({ highWaterMark: TAP_BUFFER_BYTES });
+    const [ingest, unpack] = await Promise.allSettled([
+      this.deps.content.ingest({ digest: layer.digest, size: layer.size }, download, tap),
+      this.unpack(layer, tap, tmp),
+    ]);
+    if (ingest.status === 'rejected') throw ingest.reason;
+    if (unpack.status === 'rejected') throw unpack.reason;
+  }
+
+  private async unpack(layer: ImageLayerRef, blob: Readable, tmp: string): Promise<void> {
+    const { head, bytes } = await peek(blob, 8);
+    const compression = detectCompression(layer.mediaType, head);
+    const result = await unpackLayer(bytes, compression, tmp, { logger: this.deps.logger });
+    if (result.diffId !== layer.diffId) {
+      throw new ImageFormatError(
+        `layer ${layer.digest} unpacks to ${result.diffId}, config says ${layer.diffId}`,
+      );
     }
-    logger.debug({ layer: layer.diffId, ms: Date.now() - started }, 'layer unpacked');
   }
 
   private async forEachLimited<T>(items: T[], work: (item: T) => Promise<void>): Promise<void> {
@@ -225,14 +266,32 @@ function mediaTypeOf(bytes: Buffer, header: string): string {
   return header;
 }
 
-async function readHead(stream: Readable, bytes = 8): Promise<Buffer> {
-  const chunks: Buffer[] = [];
+/**
+ * The first `n` bytes of `stream` (fewer if it is shorter), and a stream of all its bytes, those
+ * included: compression is told by magic bytes before the decompressor is chosen. Destroying the
+ * returned stream destroys `stream`.
+ */
+async function peek(stream: Readable, n: number): Promise<{ head: Buffer; bytes: Readable }> {
+  const chunks: AsyncIterator<Buffer> = stream[Symbol.asyncIterator]();
+  const first: Buffer[] = [];
   let length = 0;
-  for await (const chunk of stream) {
-    chunks.push(chunk as Buffer);
-    length += (chunk as Buffer).length;
-    if (length >= bytes) break;
+  let ended = false;
+  while (length < n && !ended) {
+    const next = await chunks.next();
+    if (next.done) ended = true;
+    else {
+      first.push(next.value);
+      length += next.value.length;
+    }
   }
-  stream.destroy();
-  return Buffer.concat(chunks).subarray(0, bytes);
+  async function* all(): AsyncGenerator<Buffer, void, undefined> {
+    try {
+      yield* first;
+      if (ended) return;
+      for (let next = await chunks.next(); !next.done; next = await chunks.next()) yield next.value;
+    } finally {
+      await chunks.return?.();
+    }
+  }
+  return { head: Buffer.concat(first).subarray(0, n), bytes: Readable.from(all(), { objectMode: false }) };
 }

@@ -5,8 +5,9 @@ import type { LayerStore } from '../imagestore/layers.js';
 import type { ImageNames, ImageRecord } from '../imagestore/types.js';
 import type { Logger } from '../log.js';
 import type { RegistryCredentials } from '../registry/client.js';
+import type { RegistryHosts } from '../registry/hosts.js';
 import type { ImageRepo } from '../store/images.js';
-import { Puller } from './pull.js';
+import type { Puller } from './pull.js';
 import { formatReference, isDigest, parseReference, repoDigest, repoTag } from '../registry/reference.js';
 import { SingleFlight } from './singleflight.js';
 import { imageUser } from './user.js';
@@ -34,15 +35,23 @@ export interface ImageServiceDeps {
   repo: ImageRepo;
   content: ContentStore;
   layers: LayerStore;
-  puller: Puller;
+  registry: PullSettings;
   rootDir: string;
   logger: Logger;
   /** Ids of the containers whose rootfs is made from the image; they keep it from being removed. */
   usedBy?: (imageId: string) => string[];
 }
 
+/** What pulls need besides the stores; the registry client itself is made on the first pull. */
+export interface PullSettings {
+  hosts: RegistryHosts;
+  /** Deadline for each registry request's response headers. */
+  timeoutMs: number;
+}
+
 export class ImageService {
   private readonly pulls = new SingleFlight<string>();
+  private puller: Promise<Puller> | undefined;
 
   constructor(private readonly deps: ImageServiceDeps) {}
 
@@ -56,7 +65,8 @@ export class ImageService {
       `${formatReference(ref)}\0${credentialsKey(auth)}`,
       async (shared) => {
         const started = Date.now();
-        const pulled = await this.deps.puller.pull(ref, auth, shared);
+        const puller = await this.loadPuller();
+        const pulled = await puller.pull(ref, auth, shared);
         const now = nowNanos();
         const record: ImageRecord = {
           id: pulled.id,
@@ -71,7 +81,7 @@ export class ImageService {
         };
         const tag = repoTag(ref);
         const names = [...(tag ? [tag] : []), repoDigest(ref, pulled.manifestDigest)];
-        const orphaned = this.deps.repo.putImage(record, names);
+        const orphaned = this.deps.repo.putPulledImage(record, names);
         for (const id of orphaned) await this.deleteImage(id);
         this.deps.logger.info(
           { image: formatReference(ref), id: pulled.id, ms: Date.now() - started },
@@ -158,6 +168,22 @@ export class ImageService {
       inodes: usage.inodes,
       timestampNs: nowNanos(),
     };
+  }
+
+  /**
+   * The registry client, decompressors and tar unpacker are loaded on the first pull, not at
+   * start-up: a node that has its images never pays for them in memory.
+   */
+  private loadPuller(): Promise<Puller> {
+    if (!this.puller) {
+      const { content, layers, logger, registry } = this.deps;
+      this.puller = import('./puller-factory.js').then(({ createPuller }) =>
+        createPuller({ ...registry, content, layers, logger }),
+      );
+      // A failed load (a broken install) is tried again by the next pull.
+      this.puller.catch(() => (this.puller = undefined));
+    }
+    return this.puller;
   }
 
   private async deleteImage(id: string): Promise<void> {

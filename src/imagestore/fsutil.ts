@@ -1,22 +1,7 @@
-import { open } from 'node:fs/promises';
-
 import { NotFoundError } from '../errors.js';
 import { directoryUsage } from '../stats/disk.js';
 
 import type { DiskUsage } from './types.js';
-
-/**
- * A rename is only durable once the directory holding the new entry is on disk; without this a
- * crash can lose a blob or layer the database already records as present.
- */
-export async function fsyncDir(dir: string): Promise<void> {
-  const handle = await open(dir, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
 
 export function isErrno(err: unknown, ...codes: string[]): boolean {
   return err instanceof Error && 'code' in err && typeof err.code === 'string' && codes.includes(err.code);

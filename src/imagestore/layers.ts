@@ -4,17 +4,18 @@
  * place, so a layer that has one is whole; a pull or removal killed half way leaves only
  * `<hex>.tmp-<random>` dirs (and at worst an fs-less `<hex>`), which cleanupTemporary() deletes
  * at start-up. The `<hex>` level leaves room for per-layer metadata next to the tree.
+ *
+ * Committing does not sync: the writer flushes once (StoreFlush) before the database marks the
+ * layer unpacked, and start-up recovery deletes every layer not marked so. A power loss before
+ * that flush can leave a committed tree with missing contents, but never one a row relies on.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 
-import { run } from '../exec.js';
 import { digestHex, isDigestHex } from './digest.js';
-import { fsyncDir, isErrno } from './fsutil.js';
+import { isErrno } from './fsutil.js';
 
-/** syncfs of the layer's filesystem; slow only when the host has a lot of dirty data. */
-const SYNC_TIMEOUT_MS = 120_000;
 const TMP_MARK = '.tmp-';
 
 export class LayerStore {
@@ -70,9 +71,6 @@ export class LayerStore {
     if (dirname(tmp) !== this.layersDir || !basename(tmp).startsWith(basename(final) + TMP_MARK)) {
       throw new Error(`commitLayer: ${tmpDir} is not a temporary dir of layer ${diffId}`);
     }
-    // The rename must not reach the disk before the files it publishes: otherwise a crash can
-    // leave a committed layer (and a database row saying "unpacked") full of empty files.
-    await run('sync', ['--file-system', tmp], { timeoutMs: SYNC_TIMEOUT_MS });
     await mkdir(final, { recursive: true, mode: 0o711 });
     try {
       await rename(tmp, join(final, 'fs'));
@@ -82,8 +80,6 @@ export class LayerStore {
       await rm(tmp, { recursive: true, force: true });
       return false;
     }
-    await fsyncDir(final);
-    await fsyncDir(this.layersDir);
     return true;
   }
 

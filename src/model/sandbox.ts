@@ -100,8 +100,13 @@ export interface Sandbox {
   additionalIps: string[];
   /** Nanoseconds since the epoch, as a decimal string: int64 ns does not fit a JS number. */
   createdAt: string;
-  /** Host pid of the infra process, 0 when none is running. */
+  /** Host pid of the infra process, 0 when none is running (always 0 without one). */
   pid: number;
+  /**
+   * Whether the pod runs an infra process, decided before the first step. Without one, the pod's
+   * ipc and uts namespaces are pinned as files in the sandbox dir (see src/sandbox/namespaces.ts).
+   */
+  infra: boolean;
   cgroupParent: string;
   /** Per-sandbox directory: OCI bundle, resolv.conf, hostname. */
   sandboxDir: string;
@@ -115,6 +120,7 @@ export interface NewSandbox {
   netnsPath: string | null;
   sandboxDir: string;
   createdAt: string;
+  infra: boolean;
 }
 
 /** The journal entry RunPodSandbox records before its first step: nothing done yet. */
@@ -140,5 +146,6 @@ export function newSandbox(input: NewSandbox): Sandbox {
     pid: 0,
     cgroupParent: input.spec.cgroupParent,
     sandboxDir: input.sandboxDir,
+    infra: input.infra,
   };
 }

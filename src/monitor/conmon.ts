@@ -353,8 +353,11 @@ export class Conmon {
   }
 
   private async removeMonitorFiles(id: string): Promise<void> {
-    await rm(join(this.opts.exitDir, id), { force: true });
-    await rm(join(this.opts.socketDir, id), { force: true });
+    await Promise.all([
+      rm(join(this.opts.exitDir, id), { force: true }),
+      rm(join(this.opts.socketDir, id), { force: true }),
+    ]);
+    // Last: start-up finds a leftover socket link only through the persist dir of its id.
     await rm(this.persistDirOf(id), { recursive: true, force: true });
   }
 
@@ -471,7 +474,7 @@ function remaining(startedMs: number, timeoutMs: number): number {
 }
 
 /** True when `pid` is a live conmon monitoring `id`: a reused pid must never be killed. */
-async function isConmonOf(pid: number, id: string): Promise<boolean> {
+export async function isConmonOf(pid: number, id: string): Promise<boolean> {
   if (!(await isRunning(pid))) return false;
   const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
   const argv = cmdline.split('\0');

@@ -132,8 +132,10 @@ export class ExitWatcher {
   async forget(id: string): Promise<void> {
     if (!MONITOR_ID_PATTERN.test(id)) return;
     this.reported.delete(id);
-    await rm(join(this.exitDir, id), { force: true });
-    await rm(join(this.persistDir, id), { recursive: true, force: true });
+    await Promise.all([
+      rm(join(this.exitDir, id), { force: true }),
+      rm(join(this.persistDir, id), { recursive: true, force: true }),
+    ]);
   }
 
   /** Stops watching; pending waits resolve with null. */

@@ -1,7 +1,8 @@
 /**
- * Pinned network namespaces: a new netns bind-mounted on a file, so it outlives every process in
- * it and can be handed to CNI plugins and runc by path. Done with util-linux programs, not native
- * code: `unshare --net=<file>` creates the namespace and performs the bind mount itself.
+ * Pinned namespaces: a new netns (and a pod's ipc and uts namespaces) bind-mounted on a file, so it
+ * outlives every process in it and can be handed to CNI plugins and runc by path. Done with
+ * util-linux programs, not native code: `unshare --net=<file>` creates the namespace and performs
+ * the bind mount itself.
  */
 import { mkdir, open, readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -98,16 +99,60 @@ function checkName(name: string): void {
 export async function createPinnedNetns(dir: string, name: string, timeoutMs: number): Promise<string> {
   checkName(name);
   const path = join(dir, name);
-  await createEmptyFile(path);
-  try {
-    // unshare refuses to create the mount target itself, hence the file above.
-    await run('unshare', [`--net=${path}`, 'true'], { timeoutMs });
-    if (!(await isMounted(path))) throw new Error('unshare succeeded but nothing is mounted there');
-  } catch (err) {
-    await removeNetns(path).catch(() => undefined);
-    throw new NetnsError(path, 'create network namespace', err);
-  }
+  await createPinnedNamespaces({ net: path, ipc: null, uts: null, hostname: '', sysctls: {} }, timeoutMs);
   return path;
+}
+
+/** New namespaces to pin as files, and what to set inside them before anything joins them. */
+export interface NamespacePinRequest {
+  /** Where to pin a new network namespace; null: none. */
+  net: string | null;
+  /** Where to pin a new ipc namespace; null: none. */
+  ipc: string | null;
+  /** Where to pin a new uts namespace; null: none. */
+  uts: string | null;
+  /** The new uts namespace's hostname; '' leaves it as the host's. Needs `uts`. */
+  hostname: string;
+  /** Written inside the new namespaces, e.g. net.* for the netns, kernel.shm* for the ipc one. */
+  sysctls: Record<string, string>;
+}
+
+/**
+ * Creates and pins the requested namespaces with ONE program run (each exec costs milliseconds):
+ * `unshare --net=<f> --ipc=<f> --uts=<f>` bind-mounts them itself, and the program it runs inside
+ * them, `sysctl`, sets the hostname and the namespaced sysctls, which are per namespace of the
+ * writer. On failure nothing is left behind: every pin made is unmounted and its file removed.
+ */
+export async function createPinnedNamespaces(request: NamespacePinRequest, timeoutMs: number): Promise<void> {
+  const pins = [
+    ['net', request.net],
+    ['ipc', request.ipc],
+    ['uts', request.uts],
+  ].filter((pin): pin is [string, string] => pin[1] !== null);
+  if (pins.length === 0) return;
+  const made: string[] = [];
+  try {
+    // unshare refuses to create the mount targets itself, hence the files.
+    for (const [, path] of pins) {
+      await createEmptyFile(path);
+      made.push(path);
+    }
+    const writes = Object.entries(request.sysctls).map(([key, value]) => `${key}=${value}`);
+    if (request.hostname !== '' && request.uts !== null)
+      writes.unshift(`kernel.hostname=${request.hostname}`);
+    // `--` so that no value kubelet sent can be read as an option of sysctl.
+    const inside = writes.length > 0 ? ['sysctl', '-q', '-w', '--', ...writes] : ['true'];
+    await run('unshare', [...pins.map(([type, path]) => `--${type}=${path}`), ...inside], { timeoutMs });
+    const mounted = await mountedAmong(made);
+    const missing = made.filter((path) => !mounted.includes(path));
+    if (missing.length > 0) {
+      throw new Error(`unshare succeeded but nothing is mounted at ${missing.join(', ')}`);
+    }
+  } catch (err) {
+    for (const path of made) await removePin(path).catch(() => undefined);
+    if (err instanceof AlreadyExistsError || err instanceof NetnsError) throw err;
+    throw new NetnsError(made.join(', '), 'create namespaces', err);
+  }
 }
 
 async function createEmptyFile(path: string): Promise<void> {
@@ -116,7 +161,7 @@ async function createEmptyFile(path: string): Promise<void> {
     await (await open(path, 'wx', 0o444)).close();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
-      throw new AlreadyExistsError(`network namespace ${path} already exists`);
+      throw new AlreadyExistsError(`namespace pin ${path} already exists`);
     }
     throw new NetnsError(path, 'create pin file', err);
   }
@@ -127,7 +172,7 @@ async function createEmptyFile(path: string): Promise<void> {
  * Idempotent: a missing or unmounted path is fine. Loops because a path can be mounted more than
  * once (stacked mounts), and falls back to a lazy detach when a plain unmount is refused (busy).
  */
-export async function unmountNetns(path: string): Promise<void> {
+export async function unmountPin(path: string): Promise<void> {
   for (let attempt = 0; attempt < 8 && (await isMounted(path)); attempt++) {
     try {
       await run('umount', [path], { timeoutMs: MOUNT_TIMEOUT_MS });
@@ -149,15 +194,44 @@ async function lazyUnmount(path: string, firstError: unknown): Promise<void> {
   }
 }
 
+/** A pinned netns is a pin like any other. */
+export const unmountNetns = unmountPin;
+
+/**
+ * Unmounts several pins (or any mount points) with one mount table read and one `umount` for
+ * those mounted; whatever that leaves mounted goes through unmountPin's retries. Idempotent.
+ */
+export async function unmountPins(paths: readonly string[]): Promise<void> {
+  const mounted = await mountedAmong(paths);
+  if (mounted.length === 0) return;
+  // A failure here is retried path by path below, with the lazy fallback.
+  await run('umount', mounted, { timeoutMs: MOUNT_TIMEOUT_MS }).catch(() => undefined);
+  for (const path of await mountedAmong(mounted)) await unmountPin(path);
+}
+
+/** Those of `paths` that are mount points now, from one read of the mount table. */
+export async function mountedAmong(paths: readonly string[]): Promise<string[]> {
+  if (paths.length === 0) return [];
+  const table = await readMountInfo();
+  const mounted: string[] = [];
+  for (const path of paths) {
+    const canonical = await canonicalPath(path);
+    if (canonical !== null && topMount(table, canonical) !== undefined) mounted.push(path);
+  }
+  return mounted;
+}
+
 /** Unmounts the pin if mounted and deletes the file. Idempotent. */
-export async function removeNetns(path: string): Promise<void> {
-  await unmountNetns(path);
+export async function removePin(path: string): Promise<void> {
+  await unmountPin(path);
   try {
     await unlink(path);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new NetnsError(path, 'remove', err);
   }
 }
+
+export const removeNetns = removePin;
 
 /** Full paths of the entries of `dir` whose names start with `prefix`, sorted; [] if dir is missing. */
 export async function listNetns(dir: string, prefix: string): Promise<string[]> {

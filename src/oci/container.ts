@@ -2,9 +2,9 @@
  * The OCI runtime spec of a CRI container: pure, from the validated ContainerSpec, the pod's
  * config and what src/container/prepare.ts resolved on the host (user, mounts, devices, profiles).
  *
- * The container joins its pod: the pinned network namespace, and the infra process's ipc, uts and
- * pid namespaces through /proc/<infraPid>/ns/*, as the CRI namespace modes say. It always gets its
- * own mount namespace.
+ * The container joins its pod's namespaces by path, as the CRI namespace modes say: the pinned
+ * network namespace, and the ipc, uts and pid namespaces the pod has (an infra process's
+ * /proc/<pid>/ns/* entries, or pinned files). It always gets its own mount namespace.
  */
 import { posix } from 'node:path';
 import { InvalidArgumentError } from '../errors.js';
@@ -111,6 +111,21 @@ export interface SandboxFiles {
   shm?: string;
 }
 
+/**
+ * Paths of the pod's namespaces: an infra process's /proc/<pid>/ns/* entries, or files the
+ * namespaces are pinned on.
+ */
+export interface PodNamespacePaths {
+  /** The pinned netns (SandboxKey); null: the host's network. */
+  network: string | null;
+  /** null: the host's. */
+  ipc: string | null;
+  /** null: the host's. */
+  uts: string | null;
+  /** The pid namespace the pod shares; null: none, and a container of pid mode POD gets its own. */
+  pid: string | null;
+}
+
 export interface ContainerSpecInput {
   containerId: string;
   sandboxId: string;
@@ -122,10 +137,8 @@ export interface ContainerSpecInput {
   image: { name: string; config: ImageConfigInput };
   rootfsPath: string;
   user: ResolvedUser;
-  /** The pod's pinned netns (SandboxKey); null for host network. */
-  netnsPath: string | null;
-  /** The pod's infra process, whose ipc, uts and pid namespaces the container joins. */
-  infraPid: number;
+  /** The pod's namespaces, which the container joins by path as its namespace modes say. */
+  podNamespaces: PodNamespacePaths;
   /** For pid mode TARGET: the target container's process. */
   targetPid: number | null;
   /** Host paths of the pod's files. '' leaves the image's own file in place. */
@@ -204,7 +217,7 @@ export function buildContainerSpec(input: ContainerSpecInput): Spec {
     },
     annotations: containerAnnotations(input),
   };
-  // No spec.hostname: the uts namespace is always the infra's (which has the pod's hostname) or
+  // No spec.hostname: the uts namespace is always the pod's (which has the pod's hostname) or
   // the host's, never a new one. runc 1.1 accepts a hostname with a joined uts namespace and would
   // set it again there, or on the host itself for a host network pod.
   return out;
@@ -266,7 +279,7 @@ function processCapabilities(input: ContainerSpecInput): LinuxCapabilities {
 }
 
 function isHostNetwork(input: ContainerSpecInput): boolean {
-  return input.netnsPath === null || input.spec.security.namespaces.network === 'NODE';
+  return input.podNamespaces.network === null || input.spec.security.namespaces.network === 'NODE';
 }
 
 function joinsUts(input: ContainerSpecInput): boolean {
@@ -275,14 +288,11 @@ function joinsUts(input: ContainerSpecInput): boolean {
 
 export function containerNamespaces(input: ContainerSpecInput): LinuxNamespace[] {
   const ns = input.spec.security.namespaces;
-  const infra = (type: 'ipc' | 'uts' | 'pid'): LinuxNamespace => ({
-    type,
-    path: `/proc/${input.infraPid}/ns/${type}`,
-  });
+  const pod = input.podNamespaces;
   const out: LinuxNamespace[] = [];
   switch (ns.pid) {
     case 'POD':
-      out.push(infra('pid'));
+      out.push(pod.pid === null ? { type: 'pid' } : { type: 'pid', path: pod.pid });
       break;
     case 'CONTAINER':
       out.push({ type: 'pid' });
@@ -299,10 +309,10 @@ export function containerNamespaces(input: ContainerSpecInput): LinuxNamespace[]
     case 'NODE':
       break;
   }
-  if (ns.ipc !== 'NODE') out.push(infra('ipc'));
-  if (joinsUts(input)) out.push(infra('uts'));
+  if (ns.ipc !== 'NODE' && pod.ipc !== null) out.push({ type: 'ipc', path: pod.ipc });
+  if (joinsUts(input) && pod.uts !== null) out.push({ type: 'uts', path: pod.uts });
   out.push({ type: 'mount' });
-  if (!isHostNetwork(input) && input.netnsPath !== null) out.push({ type: 'network', path: input.netnsPath });
+  if (!isHostNetwork(input) && pod.network !== null) out.push({ type: 'network', path: pod.network });
   return out;
 }
 

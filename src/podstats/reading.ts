@@ -51,7 +51,7 @@ export async function readPod(deps: PodReaderDeps, sandbox: Sandbox): Promise<Po
   const records = new Map(deps.store.containers.listBySandbox(sandbox.id).map((c) => [c.id, c]));
   const [usage, interfaces, containerStats] = await Promise.all([
     ready ? readPodCgroup(deps, sandbox, [...records.values()]) : null,
-    ready ? readPodInterfaces(deps, sandbox) : null,
+    ready ? readPodInterfaces(deps, sandbox, [...records.values()]) : null,
     deps.containerStats.listStats({ podSandboxId: sandbox.id }),
   ]);
   const containers = await Promise.all(
@@ -71,17 +71,33 @@ export async function readPod(deps: PodReaderDeps, sandbox: Sandbox): Promise<Po
   };
 }
 
-async function readPodInterfaces(deps: PodReaderDeps, sandbox: Sandbox): Promise<InterfaceCounters[] | null> {
+async function readPodInterfaces(
+  deps: PodReaderDeps,
+  sandbox: Sandbox,
+  containers: Container[],
+): Promise<InterfaceCounters[] | null> {
   const hasNetwork = (s: Sandbox | undefined): s is Sandbox & { netnsPath: string } =>
     s?.state === 'READY' && s.networkState === 'READY' && s.netnsPath !== null && !s.hostNetwork;
   if (!hasNetwork(sandbox)) return null;
   try {
-    return await readInterfaceCounters(sandbox.netnsPath, { pid: sandbox.pid, timeoutMs: deps.timeoutMs });
+    return await readInterfaceCounters(sandbox.netnsPath, {
+      pid: processInPod(sandbox, containers),
+      timeoutMs: deps.timeoutMs,
+    });
   } catch (err) {
     // A pod stopped while it was read has no network any more; that is not a failure of the list.
     if (hasNetwork(deps.store.sandboxes.get(sandbox.id))) throw err;
     return null;
   }
+}
+
+/**
+ * A process likely in the pod's netns, whose /proc entry spares an nsenter: the infra, or else a
+ * running container (the counters reader checks it really is in the netns). 0 for none.
+ */
+function processInPod(sandbox: Sandbox, containers: Container[]): number {
+  if (sandbox.infra) return sandbox.pid;
+  return containers.find((c) => hasProcess(c) && c.pid > 0)?.pid ?? 0;
 }
 
 async function readContainerDetail(deps: PodReaderDeps, container: Container): Promise<CgroupDetail | null> {
@@ -90,9 +106,10 @@ async function readContainerDetail(deps: PodReaderDeps, container: Container): P
 }
 
 /**
- * The pod's cgroup is its cgroup_parent, which kubelet creates per pod. Without one, the infra and
- * the containers sit side by side in berth's own shared parent, so the pod's figures are the sum
- * of their cgroups (every figure summed is additive; there is no pod-wide limit then).
+ * The pod's cgroup is its cgroup_parent, which kubelet creates per pod. Without one, the infra (if
+ * the pod runs one) and the containers sit side by side in berth's own shared parent, so the pod's
+ * figures are the sum of their cgroups (every figure summed is additive; there is no pod-wide
+ * limit then).
  */
 async function readPodCgroup(
   deps: PodReaderDeps,
@@ -106,30 +123,33 @@ async function readPodCgroup(
     return stats ? { stats, detail } : null;
   }
   const members = [
-    cgroupsPath(driver, '', sandbox.id),
+    ...(sandbox.infra ? [cgroupsPath(driver, '', sandbox.id)] : []),
     ...containers.filter(hasProcess).map((c) => c.cgroupsPath),
   ].map((path) => cgroupRelativePath(path, driver));
+  // A pod without infra and without running containers has no process to account for: it uses nothing.
+  if (members.length === 0) return { stats: sumStats([]), detail: sumDetails([]) };
   const [stats, details] = await Promise.all([
     Promise.all(members.map((rel) => readCgroupStatsAt(rel))),
     Promise.all(members.map((rel) => readCgroupDetailAt(rel))),
   ]);
   const found = stats.filter((s): s is CgroupStats => s !== null);
   if (found.length === 0) return null;
+  const foundDetails = details.filter((d): d is CgroupDetail => d !== null);
+  return { stats: sumStats(found), detail: foundDetails.length === 0 ? null : sumDetails(foundDetails) };
+}
+
+function sumStats(found: CgroupStats[]): CgroupStats {
   return {
-    stats: {
-      cpuUsageNs: sum(found, (s) => s.cpuUsageNs),
-      memoryUsageBytes: sum(found, (s) => s.memoryUsageBytes),
-      workingSetBytes: sum(found, (s) => s.workingSetBytes),
-      rssBytes: sum(found, (s) => s.rssBytes),
-      pageFaults: sum(found, (s) => s.pageFaults),
-      majorPageFaults: sum(found, (s) => s.majorPageFaults),
-    },
-    detail: sumDetails(details.filter((d): d is CgroupDetail => d !== null)),
+    cpuUsageNs: sum(found, (s) => s.cpuUsageNs),
+    memoryUsageBytes: sum(found, (s) => s.memoryUsageBytes),
+    workingSetBytes: sum(found, (s) => s.workingSetBytes),
+    rssBytes: sum(found, (s) => s.rssBytes),
+    pageFaults: sum(found, (s) => s.pageFaults),
+    majorPageFaults: sum(found, (s) => s.majorPageFaults),
   };
 }
 
-function sumDetails(details: CgroupDetail[]): CgroupDetail | null {
-  if (details.length === 0) return null;
+function sumDetails(details: CgroupDetail[]): CgroupDetail {
   return {
     cpuUserNs: sum(details, (d) => d.cpuUserNs),
     cpuSystemNs: sum(details, (d) => d.cpuSystemNs),

@@ -5,12 +5,13 @@ import type { BerthConfig } from '../config/types.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Sandbox } from '../model/sandbox.js';
-import { listNetns, removeNetns } from '../netns/index.js';
+import { listNetns, mountedAmong, removeNetns } from '../netns/index.js';
 import type { ContainerState, Runc } from '../oci/runc.js';
 import { isRunning } from '../process/index.js';
 import type { Store } from '../store/index.js';
 import { removeSandboxDir } from './files.js';
-import type { RuntimeHandlers } from './runtimes.js';
+import { namespaceMounts } from './namespaces.js';
+import type { RuntimeHandler, RuntimeHandlers } from './runtimes.js';
 import { NETNS_PREFIX } from './service.js';
 import { SandboxTeardown } from './teardown.js';
 
@@ -70,10 +71,12 @@ export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
   };
   if (rebooted) logger.warn('first start since boot: pod processes and netns mounts are gone');
 
-  for (const sandbox of store.sandboxes.list()) {
+  const sandboxes = store.sandboxes.list();
+  const probe = rebooted ? null : await probeHost(deps, sandboxes);
+  for (const sandbox of sandboxes) {
     try {
       if (sandbox.state === 'CREATING') await rollBack(deps, teardown, sandbox, report);
-      else await reconcile(deps, teardown, sandbox, rebooted, report);
+      else await reconcile(deps, teardown, sandbox, probe, report);
     } catch (err) {
       // One sandbox that cannot be repaired must not keep the node from serving the others.
       logger.error(
@@ -125,40 +128,89 @@ async function rollBack(
   );
 }
 
+/**
+ * What start-up learns of the host with one read each, not one exec per pod: every container each
+ * runtime handler's runc knows (`runc list`), and which pins are mounted. Null after a reboot,
+ * when nothing can have survived.
+ */
+interface HostProbe {
+  /** Per handler name: runc's containers by id, or the error of a `runc list` that failed twice. */
+  runcContainers: Map<string, Map<string, ContainerState> | Error>;
+  mountedPins: Set<string>;
+}
+
+async function probeHost(deps: RecoveryDeps, sandboxes: Sandbox[]): Promise<HostProbe> {
+  const withInfra = sandboxes.filter((s) => s.infra && s.state !== 'CREATING');
+  const handlers = new Map<string, RuntimeHandler>();
+  for (const sandbox of withInfra) {
+    const handler = deps.runtimes.find(sandbox.runtimeHandler);
+    if (handler) handlers.set(handler.name, handler);
+  }
+  const listed = await Promise.all(
+    [...handlers.values()].map(async ({ name, runc }) => [name, await listWithRetry(runc)] as const),
+  );
+  const pins = sandboxes.filter((s) => !s.infra && s.state !== 'CREATING').flatMap(namespaceMounts);
+  return { runcContainers: new Map(listed), mountedPins: new Set(await mountedAmong(pins)) };
+}
+
+/** One more try after a failure: a runc that was only slow (a loaded node) answers the second time. */
+async function listWithRetry(runc: Runc): Promise<Map<string, ContainerState> | Error> {
+  const list = async (): Promise<Map<string, ContainerState>> =>
+    new Map((await runc.list()).map((state) => [state.id, state]));
+  try {
+    return await list();
+  } catch {
+    return list().catch((err: unknown) => (err instanceof Error ? err : new Error(errorMessage(err))));
+  }
+}
+
 async function reconcile(
   deps: RecoveryDeps,
   teardown: SandboxTeardown,
   sandbox: Sandbox,
-  rebooted: boolean,
+  probe: HostProbe | null,
   report: RecoveryReport,
 ): Promise<void> {
-  const { store, runtimes, logger } = deps;
+  const { store, logger } = deps;
   const { id } = sandbox;
+  const rebooted = probe === null;
   const log = logger.child({ sandbox: id });
   let state: ContainerState | null = null;
-  if (!rebooted) {
-    try {
-      state = await stateWithRetry(runtimes.of(sandbox).runc, id);
-    } catch (err) {
-      // Only runc saying the container does not exist means the infra is gone (state() answers
-      // null then). A runc that fails or times out says nothing about the pod: it is left as it
-      // is, and kubelet's next PodSandboxStatus or Stop sees what is true.
+  let alive = false;
+  if (probe !== null && sandbox.infra) {
+    const containers = probe.runcContainers.get(deps.runtimes.of(sandbox).name);
+    if (containers === undefined || containers instanceof Error) {
+      // Only runc saying the container does not exist (it is not in the list) means the infra is
+      // gone. A runc that fails or times out says nothing about the pod: it is left as it is, and
+      // kubelet's next PodSandboxStatus or Stop sees what is true.
       report.unchecked.push(id);
-      log.error({ err: errorMessage(err) }, 'runc state failed at start-up; the sandbox is left as it was');
+      log.error(
+        { err: containers === undefined ? 'not listed' : errorMessage(containers) },
+        'runc list failed at start-up; the sandbox is left as it was',
+      );
       return;
     }
+    state = containers.get(id) ?? null;
+    alive = state !== null && state.status === 'running' && (await isRunning(state.pid));
+  } else if (probe !== null) {
+    // Without infra, the pod lives as long as its pins do; a reboot or a stray umount loses them.
+    alive = namespaceMounts(sandbox).every((path) => probe.mountedPins.has(path));
   }
-  const alive = state !== null && state.status === 'running' && (await isRunning(state.pid));
   if (alive) return;
 
   if (sandbox.state === 'READY') {
     store.sandboxes.markNotReady(id);
     report.markedNotReady.push(id);
-    log.warn({ rebooted }, 'infra process is gone: sandbox is NOT READY');
+    log.warn(
+      { rebooted },
+      sandbox.infra
+        ? 'infra process is gone: sandbox is NOT READY'
+        : 'namespace pins are gone: sandbox is NOT READY',
+    );
   }
   // runc's record of a dead infra is useless and, after a reboot, points at nothing. Without a reboot
-  // the state call above already said whether runc still has one: no second exec per stopped pod.
-  if (rebooted || state !== null) await teardown.deleteInfra(id);
+  // the list above already said whether runc still has one: no exec per stopped pod without one.
+  if (sandbox.infra && (rebooted || state !== null)) await teardown.deleteInfra(id);
 
   if (rebooted) {
     // The netns died with the boot, but host-local keeps its leases on disk: DEL releases them.
@@ -167,15 +219,6 @@ async function reconcile(
       log.warn('released the network of a sandbox lost in a reboot');
     }
     await teardown.unmountNetns(id);
-  }
-}
-
-/** One more try after a failure: a runc that was only slow (a loaded node) answers the second time. */
-async function stateWithRetry(runc: Runc, id: string): Promise<ContainerState | null> {
-  try {
-    return await runc.state(id);
-  } catch {
-    return runc.state(id);
   }
 }
 
@@ -194,7 +237,16 @@ async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promis
     logger.warn({ netns: path }, 'removed a netns pin with no sandbox record');
   }
   for (const { name, runc } of runtimes.all()) {
-    for (const container of await runc.list()) {
+    const listed = await listWithRetry(runc);
+    if (listed instanceof Error) {
+      // Nothing is known to be an orphan then; the next start sweeps again.
+      logger.error(
+        { runtimeHandler: name, err: errorMessage(listed) },
+        'runc list failed; orphan containers not swept',
+      );
+      continue;
+    }
+    for (const container of listed.values()) {
       if (known.has(container.id) || knownContainers.has(container.id)) continue;
       await runc.delete(container.id, { force: true });
       report.orphanContainers.push(container.id);

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { hostname } from 'node:os';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
@@ -11,7 +10,7 @@ import { AlreadyExistsError, FailedPreconditionError } from '../errors.js';
 import { sandboxChange, type LifecycleEvents } from '../events/lifecycle.js';
 import type { Logger } from '../log.js';
 import { dialLocalhost } from '../netns/dial.js';
-import { createPinnedNetns, isMounted } from '../netns/index.js';
+import { createPinnedNamespaces, createPinnedNetns, mountedAmong } from '../netns/index.js';
 import { cgroupsPath } from '../oci/cgroups.js';
 import { buildInfraSpec } from '../oci/infra.js';
 import { clampOomScoreAdj } from '../oci/oom.js';
@@ -29,6 +28,7 @@ import { Steps, allSettledOrThrow, asStep } from '../operation/steps.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import { matchesLabels } from '../operation/lookup.js';
 import { findSandbox } from './lookup.js';
+import { namespaceMounts, namespacePins, needsInfra, pinDir, podHostname } from './namespaces.js';
 import { nowNanos } from '../time.js';
 
 /** Names of berth's netns pins start with this, so restart repair can tell ours from others'. */
@@ -115,6 +115,7 @@ export class SandboxService {
     const sandboxDir = join(config.rootDir, 'sandboxes', id);
     const netnsName = `${NETNS_PREFIX}${id}`;
     const netnsPath = hostNetwork ? null : join(config.netnsDir, netnsName);
+    const infra = needsInfra(config.podInfra, spec);
 
     let defaultNetwork: CniNetworkList | null = null;
     if (!hostNetwork) {
@@ -126,7 +127,16 @@ export class SandboxService {
     // The row is written first and doubles as the journal: a crash at any later step leaves a
     // CREATING row that start-up repair rolls back using the paths recorded here. Each undo below
     // is an action of the same teardown, reading that row when it runs.
-    sandboxes.insert(newSandbox({ id, spec, hostNetwork, netnsPath, sandboxDir, createdAt: nowNanos() }));
+    const sandbox = newSandbox({
+      id,
+      spec,
+      hostNetwork,
+      netnsPath,
+      sandboxDir,
+      createdAt: nowNanos(),
+      infra,
+    });
+    sandboxes.insert(sandbox);
     this.deps.events.publish(sandboxChange('CREATED', id));
 
     const steps = new Steps(log, async (step) => {
@@ -153,19 +163,14 @@ export class SandboxService {
             await mountShm(sandboxDir);
           }
         }),
-        netnsPath
-          ? steps.run('netns', async () => {
-              steps.onUndo('netns', () => this.teardown.removeNetns(id));
-              await createPinnedNetns(config.netnsDir, netnsName, config.runtimeTimeoutMs);
-            })
-          : Promise.resolve(),
+        this.pin(steps, sandbox, netnsName),
       ]);
       // The infra only needs the netns to exist, not to be configured: CNI and runc run side by side.
       await allSettledOrThrow([
         netnsPath && defaultNetwork
           ? this.addNetwork(steps, id, netnsPath, spec, defaultNetwork)
           : Promise.resolve(),
-        this.startInfra(steps, id, spec, sandboxDir, netnsPath),
+        infra ? this.startInfra(steps, id, spec, sandboxDir, netnsPath) : Promise.resolve(),
       ]);
       const ready = sandboxes.markReady(id);
       this.deps.events.publish(sandboxChange('STARTED', id));
@@ -186,6 +191,48 @@ export class SandboxService {
         keepFailed: (failure) => sandboxes.createFailed(id, failure.step),
       });
     }
+  }
+
+  /** What berth pins itself: every namespace of a pod without infra, else the netns alone. */
+  private pin(steps: Steps, sandbox: Sandbox, netnsName: string): Promise<void> {
+    if (!sandbox.infra) return this.pinNamespaces(steps, sandbox);
+    return sandbox.netnsPath ? this.pinNetns(steps, sandbox.id, netnsName) : Promise.resolve();
+  }
+
+  /** A pod with an infra: the netns alone is pinned; the infra makes and holds the rest. */
+  private async pinNetns(steps: Steps, id: string, netnsName: string): Promise<void> {
+    const { config } = this.deps;
+    await steps.run('netns', async () => {
+      steps.onUndo('netns', () => this.teardown.removeNetns(id));
+      await createPinnedNetns(config.netnsDir, netnsName, config.runtimeTimeoutMs);
+    });
+  }
+
+  /**
+   * A pod without infra: its netns, ipc and uts namespaces pinned as files by one program run,
+   * which also sets the pod's hostname and its sysctls in them (what runc does for an infra).
+   */
+  private async pinNamespaces(steps: Steps, sandbox: Sandbox): Promise<void> {
+    const { id, spec } = sandbox;
+    const pins = namespacePins(sandbox);
+    if (namespaceMounts(sandbox).length === 0) return;
+    await steps.run('namespaces', async () => {
+      steps.onUndo('namespaces', async () => {
+        await this.teardown.removeNetns(id);
+        await this.teardown.unmountNamespaces(id);
+      });
+      // Mode as the sandbox dir's: whichever of the two steps makes it first.
+      await mkdir(pinDir(sandbox.sandboxDir), { recursive: true, mode: 0o711 });
+      await createPinnedNamespaces(
+        {
+          net: sandbox.netnsPath,
+          ...pins,
+          hostname: pins.uts === null ? '' : podHostname(sandbox),
+          sysctls: spec.sysctls,
+        },
+        this.deps.config.runtimeTimeoutMs,
+      );
+    });
   }
 
   private async addNetwork(
@@ -225,9 +272,7 @@ export class SandboxService {
       await mkdir(bundleDir, { recursive: true });
       const ociSpec = buildInfraSpec({
         rootfsPath: this.deps.infraRootfs,
-        // A pod of its own network always gets its own UTS namespace, named like the host when
-        // kubelet sends no hostname: its containers must never be able to rename the node.
-        hostname: netnsPath ? spec.hostname || hostname() : '',
+        hostname: podHostname({ hostNetwork: netnsPath === null, spec }),
         netnsPath,
         hostIpc: spec.namespaces.ipc === 'NODE',
         hostPid: spec.namespaces.pid === 'NODE',
@@ -270,14 +315,13 @@ export class SandboxService {
     // The pod's containers are stopped, so nothing needs the network while the infra dies. A DEL
     // failure is thrown (kubelet retries Stop) and the record keeps saying the network is up.
     await allSettledOrThrow([
-      this.stopInfra(sandbox).then(() => {
+      (sandbox.infra ? this.stopInfra(sandbox) : Promise.resolve()).then(() => {
         sandboxes.markNotReady(id);
         if (sandbox.state !== 'NOTREADY') this.deps.events.publish(sandboxChange('STOPPED', id));
       }),
       this.teardown.releaseNetwork(id),
     ]);
-    await this.teardown.unmountShm(id);
-    await this.teardown.unmountNetns(id);
+    await this.teardown.unmountForStop(id);
   }
 
   private async stopInfra(sandbox: Sandbox): Promise<void> {
@@ -309,7 +353,7 @@ export class SandboxService {
       const needsStop =
         sandbox.state !== 'NOTREADY' ||
         networkMayBeAttached(sandbox) ||
-        (sandbox.netnsPath !== null && (await isMounted(sandbox.netnsPath)));
+        (await mountedAmong(namespaceMounts(sandbox))).length > 0;
       if (needsStop) await this.stopLocked(id);
       await asStep('containers-remove', async () => this.deps.containers?.removeAllInSandbox(id));
       // Described while its status can still be built; sent only once it is really gone.
@@ -342,6 +386,7 @@ export class SandboxService {
       view,
       info: {
         sandboxKey: sandbox.netnsPath,
+        // 0 for a pod without infra: no process holds its namespaces.
         pid: sandbox.pid,
         hostNetwork: sandbox.hostNetwork,
         networkState: sandbox.networkState,

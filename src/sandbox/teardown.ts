@@ -1,9 +1,11 @@
+import { join } from 'node:path';
 import type { Cni } from '../cni/index.js';
 import type { Sandbox } from '../model/sandbox.js';
-import { removeNetns, unmountNetns } from '../netns/index.js';
+import { removeNetns, unmountNetns, unmountPins } from '../netns/index.js';
 import { asStep } from '../operation/steps.js';
 import type { SandboxRepo } from '../store/index.js';
-import { removeSandboxDir, unmountShm } from './files.js';
+import { removeSandboxDir, SHM_DIR, unmountShm } from './files.js';
+import { namespaceMounts, pinPaths } from './namespaces.js';
 import { detach } from './network.js';
 import type { RuntimeHandlers } from './runtimes.js';
 
@@ -33,7 +35,7 @@ export class SandboxTeardown {
   /** Kills and deletes the infra container, whatever state runc has it in. */
   async deleteInfra(id: string): Promise<void> {
     const sandbox = this.deps.sandboxes.get(id);
-    if (!sandbox) return;
+    if (!sandbox?.infra) return;
     await asStep('infra-delete', () => this.deps.runtimes.of(sandbox).runc.delete(id, { force: true }));
   }
 
@@ -68,10 +70,29 @@ export class SandboxTeardown {
     if (sandbox) await unmountShm(sandbox.sandboxDir);
   }
 
-  /** The shm tmpfs goes with it. */
+  /** The ipc and uts pins of a pod without infra; the files stay, in the sandbox dir, until Remove. */
+  async unmountNamespaces(id: string): Promise<void> {
+    const sandbox = this.deps.sandboxes.get(id);
+    if (sandbox) await asStep('namespaces-unmount', () => unmountPins(pinPaths(sandbox)));
+  }
+
+  /**
+   * Stop's unmounts: the shm tmpfs, the namespace pins and the netns, with one mount table read
+   * and one umount for all of them. The files stay until Remove.
+   */
+  async unmountForStop(id: string): Promise<void> {
+    const sandbox = this.deps.sandboxes.get(id);
+    if (!sandbox) return;
+    const paths = [join(sandbox.sandboxDir, SHM_DIR), ...namespaceMounts(sandbox)];
+    await asStep('unmount', () => unmountPins(paths));
+  }
+
+  /** The shm tmpfs and the namespace pins in it go with it. */
   async removeDir(id: string): Promise<void> {
     const sandbox = this.deps.sandboxes.get(id);
-    if (sandbox) await removeSandboxDir(sandbox.sandboxDir);
+    if (!sandbox) return;
+    await this.unmountNamespaces(id);
+    await removeSandboxDir(sandbox.sandboxDir);
   }
 
   /**

@@ -39,7 +39,8 @@ export class ContainerRepo {
   private readonly idsByImage: Database.Statement<[string], { id: string }>;
 
   constructor(db: Database.Database) {
-    this.table = new Table(db, CONTAINER_TABLE, containerMapping);
+    // Status and listings read containers far more often than they change.
+    this.table = new Table(db, CONTAINER_TABLE, containerMapping, { keepValues: true });
     this.bySandbox = this.table.where('sandbox_id = ?');
     // Not through the table: only the ids are wanted, and no spec need be parsed for them.
     this.idsByImage = db.prepare<[string], { id: string }>(

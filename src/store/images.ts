@@ -14,7 +14,7 @@ import {
   type ImageRow,
   type LayerRow,
 } from './image-record.js';
-import { creationOrder, startsWith } from './table.js';
+import { creationOrder } from './table.js';
 import type {
   DeletedImage,
   ImageNames,
@@ -26,7 +26,6 @@ import type {
 } from './types.js';
 
 const COLUMNS = IMAGE_COLUMNS.join(', ');
-const IMAGE_ROW = IMAGE_COLUMNS.map((column) => `images.${column}`).join(', ');
 const LCOLUMNS = LAYER_COLUMNS.join(', ');
 /** Every (image, layer) pair; `value` is one ImageLayerRef object. */
 const IMAGE_LAYERS = 'images, json_each(images.layers_json)';
@@ -36,8 +35,6 @@ const NAME_DIGEST = "substr(name, instr(name, '@') + 1)";
 interface Statements {
   upsertImage: Database.Statement<[ImageRow]>;
   getImage: Database.Statement<[string], ImageRow>;
-  byName: Database.Statement<[string], ImageRow>;
-  byIdPrefix: Database.Statement<[{ hex: string }], ImageRow>;
   listImages: Database.Statement<[], ImageRow>;
   deleteImage: Database.Statement<[string]>;
   touch: Database.Statement<[string, string]>;
@@ -49,6 +46,7 @@ interface Statements {
   countNames: Database.Statement<[string], { n: number }>;
   deleteName: Database.Statement<[string]>;
   insertLayer: Database.Statement<[LayerRow]>;
+  insertUnpackedLayer: Database.Statement<[LayerRow]>;
   getLayer: Database.Statement<[string], LayerRow>;
   listLayers: Database.Statement<[], LayerRow>;
   markUnpacked: Database.Statement<[string]>;
@@ -68,18 +66,26 @@ interface Statements {
  * methods that drop the last user of something return it so the caller can delete it on disk.
  * Callers must serialise a pull and a removal that share layers (a keyed lock), because a layer
  * returned as unused here may be about to be used by a pull that has not recorded its image yet.
+ *
+ * Images and their names are read from a snapshot in memory, loaded on first use and dropped by
+ * every write here: ImageStatus and ListImages (kubelet calls them all the time) then cost no
+ * query and no JSON parse. berthd is the database's only writer, and every image write goes
+ * through this class. The records handed out are shared: callers must not modify them.
  */
 export class ImageRepo {
   private readonly statements: Statements;
   private readonly putInTransaction: Database.Transaction<
-    (record: ImageRecord, names: readonly string[]) => string[]
+    (record: ImageRecord, names: readonly string[], layersUnpacked: boolean) => string[]
   >;
   private readonly deleteInTransaction: Database.Transaction<(id: string) => DeletedImage | undefined>;
   private readonly removeNameInTransaction: Database.Transaction<(name: string) => RemovedName | undefined>;
+  private cached: ImageSnapshot | undefined;
 
   constructor(db: Database.Database) {
     this.statements = prepareStatements(db);
-    this.putInTransaction = db.transaction((record, names) => this.put(record, names));
+    this.putInTransaction = db.transaction((record, names, layersUnpacked) =>
+      this.put(record, names, layersUnpacked),
+    );
     this.deleteInTransaction = db.transaction((id) => this.delete(id));
     this.removeNameInTransaction = db.transaction((name) => this.unname(name));
   }
@@ -93,17 +99,24 @@ export class ImageRepo {
    * use by a container, or pinned, is for the caller to judge before deleting it.
    */
   putImage(record: ImageRecord, names: readonly string[]): string[] {
-    return this.putInTransaction.immediate(record, names);
+    return this.changing(() => this.putInTransaction.immediate(record, names, false));
+  }
+
+  /**
+   * putImage for a finished pull, marking every layer of the image unpacked in the same
+   * transaction: the caller committed all of them and flushed them to disk first. One commit
+   * makes the whole image visible, or (after a crash) none of it.
+   */
+  putPulledImage(record: ImageRecord, names: readonly string[]): string[] {
+    return this.changing(() => this.putInTransaction.immediate(record, names, true));
   }
 
   getImage(id: string): ImageRecord | undefined {
-    const row = this.statements.getImage.get(id);
-    return row === undefined ? undefined : fromImageRow(row);
+    return this.snapshot().byId.get(id)?.record;
   }
 
   findImageByName(name: string): ImageRecord | undefined {
-    const row = this.statements.byName.get(name);
-    return row === undefined ? undefined : fromImageRow(row);
+    return this.snapshot().byName.get(name)?.record;
   }
 
   /**
@@ -113,35 +126,32 @@ export class ImageRepo {
   findImagesByIdPrefix(prefix: string): ImageRecord[] {
     const hex = prefix.startsWith('sha256:') ? prefix.slice('sha256:'.length) : prefix;
     if (hex === '') return [];
-    return this.statements.byIdPrefix.all({ hex }).map(fromImageRow);
+    const id = `sha256:${hex}`;
+    return this.snapshot()
+      .entries.filter((entry) => entry.record.id.startsWith(id))
+      .map((entry) => entry.record);
   }
 
   /** Oldest first, each with its names (as namesOf splits them). */
   listImages(): ImageWithNames[] {
-    const names = new Map<string, ImageNameRow[]>();
-    for (const row of this.statements.allNames.all()) {
-      const list = names.get(row.image_id) ?? [];
-      list.push(row);
-      names.set(row.image_id, list);
-    }
-    return this.statements.listImages
-      .all()
-      .map((row) => ({ ...fromImageRow(row), ...splitNames(names.get(row.id) ?? []) }));
+    return [...this.snapshot().listed];
   }
 
   /** Repo tags and repo digests together, sorted; empty for an unknown id. */
   namesOf(id: string): string[] {
-    return this.statements.namesOf.all(id).map((row) => row.name);
+    const names = this.imageNames(id);
+    return [...names.repoTags, ...names.repoDigests].sort();
   }
 
   /** namesOf, split the way CRI reports them. */
   imageNames(id: string): ImageNames {
-    return splitNames(this.statements.namesOf.all(id));
+    const names = this.snapshot().byId.get(id)?.names;
+    return names ? { repoTags: [...names.repoTags], repoDigests: [...names.repoDigests] } : noNames();
   }
 
   /** Undefined when no image has that name. */
   removeName(name: string): RemovedName | undefined {
-    return this.removeNameInTransaction.immediate(name);
+    return this.changing(() => this.removeNameInTransaction.immediate(name));
   }
 
   /**
@@ -149,16 +159,16 @@ export class ImageRepo {
    * Undefined for an unknown id (RemoveImage is idempotent).
    */
   deleteImage(id: string): DeletedImage | undefined {
-    return this.deleteInTransaction.immediate(id);
+    return this.changing(() => this.deleteInTransaction.immediate(id));
   }
 
   /** Sets last_used_at (ns decimal); returns false for an unknown id. */
   touchImage(id: string, ns: string): boolean {
-    return this.statements.touch.run(ns, id).changes > 0;
+    return this.changing(() => this.statements.touch.run(ns, id).changes > 0);
   }
 
   setPinned(id: string, pinned: boolean): boolean {
-    return this.statements.setPinned.run(pinned ? 1 : 0, id).changes > 0;
+    return this.changing(() => this.statements.setPinned.run(pinned ? 1 : 0, id).changes > 0);
   }
 
   /**
@@ -209,15 +219,52 @@ export class ImageRepo {
     return new Set(this.statements.referencedBlobs.all().map((row) => row.digest));
   }
 
-  private put(record: ImageRecord, names: readonly string[]): string[] {
+  /** Runs a write; the snapshot goes whether it succeeds or not (a failed one may have half-run). */
+  private changing<T>(write: () => T): T {
+    this.cached = undefined;
+    try {
+      return write();
+    } finally {
+      this.cached = undefined;
+    }
+  }
+
+  private snapshot(): ImageSnapshot {
+    this.cached ??= this.loadSnapshot();
+    return this.cached;
+  }
+
+  /** Two queries for every image and every name, instead of one or two per lookup. */
+  private loadSnapshot(): ImageSnapshot {
+    const namesById = new Map<string, ImageNameRow[]>();
+    for (const row of this.statements.allNames.all()) {
+      const list = namesById.get(row.image_id) ?? [];
+      list.push(row);
+      namesById.set(row.image_id, list);
+    }
+    const snapshot: ImageSnapshot = { entries: [], listed: [], byId: new Map(), byName: new Map() };
+    for (const row of this.statements.listImages.all()) {
+      const record = fromImageRow(row);
+      const rows = namesById.get(row.id) ?? [];
+      const entry = { record, names: splitNames(rows) };
+      snapshot.entries.push(entry);
+      snapshot.listed.push({ ...record, ...entry.names });
+      snapshot.byId.set(record.id, entry);
+      for (const name of rows) snapshot.byName.set(name.name, entry);
+    }
+    return snapshot;
+  }
+
+  private put(record: ImageRecord, names: readonly string[], layersUnpacked: boolean): string[] {
     const s = this.statements;
+    const insertLayer = layersUnpacked ? s.insertUnpackedLayer : s.insertLayer;
     for (const layer of record.layers) {
-      s.insertLayer.run(
+      insertLayer.run(
         toLayerRow({
           diffId: layer.diffId,
           blobDigest: layer.digest,
           size: layer.size,
-          unpacked: false,
+          unpacked: layersUnpacked,
           createdAt: record.createdAt,
         }),
       );
@@ -272,9 +319,27 @@ export class ImageRepo {
   }
 }
 
+interface ImageSnapshot {
+  /** Oldest first. */
+  entries: SnapshotEntry[];
+  /** listImages' answer, in the same order. */
+  listed: ImageWithNames[];
+  byId: Map<string, SnapshotEntry>;
+  byName: Map<string, SnapshotEntry>;
+}
+
+interface SnapshotEntry {
+  record: ImageRecord;
+  names: ImageNames;
+}
+
+function noNames(): ImageNames {
+  return { repoTags: [], repoDigests: [] };
+}
+
 /** Rows come sorted by name, so both lists stay sorted. */
 function splitNames(rows: readonly ImageNameRow[]): ImageNames {
-  const names: ImageNames = { repoTags: [], repoDigests: [] };
+  const names = noNames();
   for (const row of rows) {
     if (parseNameKind(row) === 'digest') names.repoDigests.push(row.name);
     else names.repoTags.push(row.name);
@@ -294,14 +359,6 @@ function prepareStatements(db: Database.Database): Statements {
       `INSERT INTO images (${COLUMNS}) VALUES (${params}) ON CONFLICT (id) DO UPDATE SET ${updates}`,
     ),
     getImage: db.prepare<[string], ImageRow>(`SELECT ${COLUMNS} FROM images WHERE id = ?`),
-    byName: db.prepare<[string], ImageRow>(
-      `SELECT ${IMAGE_ROW} FROM image_names JOIN images ON images.id = image_names.image_id
-       WHERE image_names.name = ?`,
-    ),
-    // Position 8 skips "sha256:".
-    byIdPrefix: db.prepare<[{ hex: string }], ImageRow>(
-      `SELECT ${COLUMNS} FROM images WHERE ${startsWith('id', 'hex', 8)} ${creationOrder()}`,
-    ),
     listImages: db.prepare<[], ImageRow>(`SELECT ${COLUMNS} FROM images ${creationOrder()}`),
     deleteImage: db.prepare<[string]>('DELETE FROM images WHERE id = ?'),
     touch: db.prepare<[string, string]>('UPDATE images SET last_used_at = ? WHERE id = ?'),
@@ -321,6 +378,10 @@ function prepareStatements(db: Database.Database): Statements {
     deleteName: db.prepare<[string]>('DELETE FROM image_names WHERE name = ?'),
     insertLayer: db.prepare<[LayerRow]>(
       `INSERT INTO layers (${LCOLUMNS}) VALUES (${layerParams}) ON CONFLICT (diff_id) DO NOTHING`,
+    ),
+    insertUnpackedLayer: db.prepare<[LayerRow]>(
+      `INSERT INTO layers (${LCOLUMNS}) VALUES (${layerParams})
+       ON CONFLICT (diff_id) DO UPDATE SET unpacked = 1`,
     ),
     getLayer: db.prepare<[string], LayerRow>(`SELECT ${LCOLUMNS} FROM layers WHERE diff_id = ?`),
     listLayers: db.prepare<[], LayerRow>(`SELECT ${LCOLUMNS} FROM layers ${creationOrder('diff_id')}`),

@@ -39,6 +39,8 @@ export interface SandboxRecord {
   pid: number;
   cgroup_parent: string;
   sandbox_dir: string;
+  /** 0 or 1, as host_network. */
+  infra: number;
 }
 
 /** Column list in declaration order, shared by every statement so SELECTs and INSERTs agree. */
@@ -63,6 +65,7 @@ export const SANDBOX_COLUMNS = [
   'pid',
   'cgroup_parent',
   'sandbox_dir',
+  'infra',
 ] as const satisfies readonly (keyof SandboxRecord)[];
 
 export const SANDBOX_TABLE: TableShape<SandboxRecord> = {
@@ -105,6 +108,7 @@ export const sandboxMapping: Mapping<SandboxRecord, Sandbox> = {
     pid: sandbox.pid,
     cgroup_parent: sandbox.cgroupParent,
     sandbox_dir: sandbox.sandboxDir,
+    infra: sandbox.infra ? 1 : 0,
   }),
   fromRecord: (record) => {
     const where = columnOf(record);
@@ -135,6 +139,7 @@ export const sandboxMapping: Mapping<SandboxRecord, Sandbox> = {
       pid: record.pid,
       cgroupParent: record.cgroup_parent,
       sandboxDir: record.sandbox_dir,
+      infra: record.infra === 1,
     };
   },
 };

@@ -47,6 +47,17 @@ export interface Mapping<Rec, T> {
   fromRecord(record: Rec): T;
 }
 
+/** How a table keeps what it reads. */
+export interface TableOptions {
+  /**
+   * Keep every value read, parsed and frozen, until this connection changes its row or another
+   * connection writes the database: listings then read ids only and parse no row twice. Values
+   * handed out are shared, hence frozen. Not for a table read inside an outer transaction that may
+   * roll back: what it read there would be kept.
+   */
+  readonly keepValues?: boolean;
+}
+
 interface Statements<Rec> {
   insert: Database.Statement<[Rec]>;
   update: Database.Statement<[Rec]>;
@@ -54,6 +65,8 @@ interface Statements<Rec> {
   byIdPrefix: Database.Statement<[{ prefix: string }], Rec>;
   list: Database.Statement<[], Rec>;
   delete: Database.Statement<[string]>;
+  ids: Database.Statement<[], string>;
+  idsByPrefix: Database.Statement<[{ prefix: string }], string>;
 }
 
 /**
@@ -63,13 +76,16 @@ interface Statements<Rec> {
 export class Table<Rec extends { id: string }, T> {
   private readonly statements: Statements<Rec>;
   private readonly updateInTransaction: Database.Transaction<(id: string, change: (current: T) => T) => T>;
+  private readonly kept: KeptValues<T> | null;
 
   constructor(
     private readonly db: Database.Database,
     private readonly shape: TableShape<Rec>,
     private readonly mapping: Mapping<Rec, T>,
+    options: TableOptions = {},
   ) {
     this.statements = prepareStatements(db, shape);
+    this.kept = options.keepValues ? new KeptValues(db) : null;
     // Read, change and write under one lock so a concurrent writer cannot slip in between.
     this.updateInTransaction = db.transaction((id: string, change: (current: T) => T): T => {
       const current = this.statements.get.get(id);
@@ -88,12 +104,29 @@ export class Table<Rec extends { id: string }, T> {
     } catch (err) {
       const conflict = conflictOf(err);
       throw (conflict && this.shape.conflict(conflict, record, this.db)) ?? err;
+    } finally {
+      this.kept?.forget(record.id);
     }
   }
 
   get(id: string): T | undefined {
+    this.kept?.checkVersion();
+    return this.valueOf(id);
+  }
+
+  private valueOf(id: string): T | undefined {
+    return this.kept ? this.kept.value(id, () => this.read(id)) : this.read(id);
+  }
+
+  private read(id: string): T | undefined {
     const record = this.statements.get.get(id);
     return record === undefined ? undefined : this.mapping.fromRecord(record);
+  }
+
+  /** The values of rows `ids`, kept ones as they are; a row gone meanwhile is left out. */
+  private values(kept: KeptValues<T>, ids: () => readonly string[]): T[] {
+    kept.checkVersion();
+    return ids().flatMap((id) => this.valueOf(id) ?? []);
   }
 
   /**
@@ -103,19 +136,27 @@ export class Table<Rec extends { id: string }, T> {
    */
   findByIdPrefix(prefix: string): T[] {
     if (prefix === '') return [];
+    if (this.kept) return this.values(this.kept, () => this.statements.idsByPrefix.all({ prefix }));
     return this.statements.byIdPrefix.all({ prefix }).map((record) => this.mapping.fromRecord(record));
   }
 
   /** Oldest first. */
   list(): T[] {
+    const kept = this.kept;
+    if (kept) return this.values(kept, () => kept.order(() => this.statements.ids.all()));
     return this.statements.list.all().map((record) => this.mapping.fromRecord(record));
   }
 
   /** A query for the rows where `condition` (SQL with `?` parameters) holds, oldest first. */
   where<P extends unknown[]>(condition: string): (...params: P) => T[] {
-    const statement = this.db.prepare<P, Rec>(
-      `SELECT ${this.shape.columns.join(', ')} FROM ${this.shape.name} WHERE ${condition} ${creationOrder()}`,
-    );
+    const select = (columns: string): string =>
+      `SELECT ${columns} FROM ${this.shape.name} WHERE ${condition} ${creationOrder()}`;
+    const kept = this.kept;
+    if (kept) {
+      const ids = this.db.prepare<P, string>(select('id')).pluck();
+      return (...params) => this.values(kept, () => ids.all(...params));
+    }
+    const statement = this.db.prepare<P, Rec>(select(this.shape.columns.join(', ')));
     return (...params) => statement.all(...params).map((record) => this.mapping.fromRecord(record));
   }
 
@@ -125,13 +166,75 @@ export class Table<Rec extends { id: string }, T> {
    * `change` throws leaves the row as it was.
    */
   update(id: string, change: (current: T) => T): T {
-    return this.updateInTransaction.immediate(id, change);
+    try {
+      return this.updateInTransaction.immediate(id, change);
+    } finally {
+      // Read back when next asked: what was written is the record, not the value `change` made.
+      this.kept?.forget(id);
+    }
   }
 
   /** Returns whether a row was deleted; deleting an unknown id is not an error (CRI removes are idempotent). */
   delete(id: string): boolean {
-    return this.statements.delete.run(id).changes > 0;
+    try {
+      return this.statements.delete.run(id).changes > 0;
+    } finally {
+      this.kept?.forget(id);
+    }
   }
+}
+
+/**
+ * The values a table read, and its ids in listing order, for as long as they are what the database
+ * holds: this connection's own writes forget what they touch, and a write by any other connection
+ * (an operator's sqlite3 shell, a test) changes SQLite's data_version, which forgets everything.
+ */
+class KeptValues<T> {
+  private readonly byId = new Map<string, T>();
+  private ordered: readonly string[] | null = null;
+  private readonly dataVersion: Database.Statement<[], number>;
+  private seenVersion = -1;
+
+  constructor(db: Database.Database) {
+    this.dataVersion = db.prepare<[], number>('PRAGMA data_version').pluck();
+  }
+
+  /** Call checkVersion first, once per look-up. */
+  value(id: string, read: () => T | undefined): T | undefined {
+    const kept = this.byId.get(id);
+    if (kept !== undefined) return kept;
+    const value = read();
+    if (value !== undefined) this.byId.set(id, deepFreeze(value));
+    return value;
+  }
+
+  /** The ids in listing order, as `read` gives them when nothing is kept. */
+  order(read: () => string[]): readonly string[] {
+    this.ordered ??= Object.freeze(read());
+    return this.ordered;
+  }
+
+  forget(id: string): void {
+    this.byId.delete(id);
+    this.ordered = null;
+  }
+
+  /** Forgets everything if another connection wrote the database since the last look-up. */
+  checkVersion(): void {
+    const version = this.dataVersion.get() ?? -1;
+    if (version === this.seenVersion) return;
+    this.seenVersion = version;
+    this.byId.clear();
+    this.ordered = null;
+  }
+}
+
+function deepFreeze<V>(value: V): V {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value)) deepFreeze(inner);
+  }
+  return value;
 }
 
 function prepareStatements<Rec>(db: Database.Database, shape: TableShape<Rec>): Statements<Rec> {
@@ -153,6 +256,12 @@ function prepareStatements<Rec>(db: Database.Database, shape: TableShape<Rec>): 
     ),
     list: db.prepare<[], Rec>(`${select} ${creationOrder()}`),
     delete: db.prepare<[string]>(`DELETE FROM ${shape.name} WHERE id = ?`),
+    ids: db.prepare<[], string>(`SELECT id FROM ${shape.name} ${creationOrder()}`).pluck(),
+    idsByPrefix: db
+      .prepare<[{ prefix: string }], string>(
+        `SELECT id FROM ${shape.name} WHERE ${startsWith('id', 'prefix')} ${creationOrder()}`,
+      )
+      .pluck(),
   };
 }
 

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { run } from '../../src/exec.js';
+import { readMountInfo } from '../../src/mounts/mountinfo.js';
 import { EXEC_SYNC_OUTPUT_CAP } from '../../src/oci/exec-sync.js';
 import { TestDaemon } from '../harness/daemon.js';
 import { namesIn } from '../harness/files.js';
@@ -258,6 +259,34 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     await remove(stubborn);
     await remove(usr1);
     await remove(stubborn);
+  });
+
+  it('releases an exited container at its exit: runc record and rootfs mount, leaving its files to Remove', async () => {
+    const rootfsOf = (id: string): string => join(daemon.rootDir, 'containers', id, 'rootfs');
+    const mounted = async (id: string): Promise<boolean> =>
+      (await readMountInfo()).some((m) => m.mountPoint === rootfsOf(id));
+    const released = async (id: string): Promise<boolean> =>
+      !(await daemon.runcContainers()).includes(id) && !(await mounted(id));
+
+    // Stopped: released by the time StopContainer returns.
+    const stopped = await startNew('release-stop');
+    assert.ok(await mounted(stopped), 'a running container has its rootfs mounted');
+    await daemon.cri.call('StopContainer', { container_id: stopped, timeout: 0 });
+    assert.ok(await released(stopped), 'StopContainer left the runc record or the rootfs mount');
+    // Exited on its own: released once berthd has seen the exit.
+    const ended = await startNew('release-exit', { command: ['/bin/sh', '-c', 'echo bye; exit 0'] });
+    await waitContainerState(daemon.cri, ended, 'CONTAINER_EXITED');
+    await waitFor(() => released(ended), 10_000);
+
+    for (const id of [stopped, ended]) {
+      // What stays is what Status and the logs read; Remove takes it.
+      const st = await containerStatus(daemon.cri, id);
+      assert.equal(st.state, 'CONTAINER_EXITED');
+      assert.ok((await namesIn(join(daemon.rootDir, 'containers'))).includes(id));
+      await remove(id);
+      assert.ok(!(await namesIn(join(daemon.rootDir, 'containers'))).includes(id));
+      await rejectsWith(containerStatus(daemon.cri, id), status.NOT_FOUND);
+    }
   });
 
   it('resolves users and groups against the image, and honours a read-only rootfs', async () => {

@@ -893,3 +893,54 @@ describe('PullImage through a docker.io mirror', { skip, timeout: SUITE_TIMEOUT_
     assert.equal(await imageStatus(daemon, 'berthtest:missing'), null);
   });
 });
+
+describe('a pull that fails half way, then kill -9', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  let configDir = '';
+  let registry: TestRegistry;
+  let daemon: TestDaemon;
+
+  before(async () => {
+    configDir = await mkdtemp(join(tmpdir(), 'berth-image-test-'));
+    registry = await startRegistry();
+    daemon = await startDaemon(await registriesFile(configDir, [hostSection(registry.host)]));
+  });
+
+  after(async () => {
+    await daemon?.destroy();
+    await registry?.stop();
+    if (configDir) await rm(configDir, { recursive: true, force: true });
+  });
+
+  it('leaves nothing recorded: start-up deletes what it stored, and the pull then works', async () => {
+    // The good layer is unpacked and committed; the image is never recorded (its other layer is corrupt).
+    const good = await fileLayer('half-good');
+    const bad = await fileLayer('half-bad', 'zstd', 64 * 1024);
+    const image = await pushImage(registry, 'berth/half', '1', { layers: [good, bad] });
+    const data = registryBlobPath(registry, bad.digest);
+    const original = await readFile(data);
+    const corrupted = Buffer.from(original);
+    for (let i = 100; i < 200; i++) corrupted[i] = 0xff - (original[i] ?? 0);
+    await writeFile(data, corrupted);
+    const err = await rejectsWith(pull(daemon, image.reference), status.UNKNOWN);
+    assert.ok(err.details.includes(bad.digest), `error does not name ${bad.digest}: ${err.details}`);
+    assert.equal(await exists(layerPath(daemon, bad.diffId)), false, 'the corrupt layer is unpacked');
+
+    const offset = daemon.output.length;
+    await daemon.kill9();
+    await daemon.start();
+    const sweep = recoveredSweep(daemon.output.slice(offset)) as { layers: number; blobs: number };
+    assert.ok(sweep.layers + sweep.blobs > 0, `nothing swept: ${JSON.stringify(sweep)}`);
+    assert.equal(await exists(layerPath(daemon, good.diffId)), false, 'an unrecorded layer is kept');
+    assert.equal(await exists(blobPath(daemon, good.digest)), false, 'an unrecorded blob is kept');
+    assert.deepEqual(await listedIds(daemon), []);
+    const temps = (await namesIn(join(daemon.rootDir, 'layers'))).filter((n) => n.includes('.tmp-'));
+    assert.deepEqual(temps, [], 'temporary layer dirs left');
+
+    await writeFile(data, original);
+    assert.equal(await pull(daemon, image.reference), image.configDigest);
+    assert.equal((await found(daemon, image.reference)).id, image.configDigest);
+    for (const layer of [good, bad]) {
+      assert.equal(await exists(layerPath(daemon, layer.diffId)), true, `layer ${layer.diffId} missing`);
+    }
+  });
+});

@@ -150,8 +150,12 @@ async function specFor(
     image: { name: 'busybox', config: {} },
     rootfsPath: rootfs,
     user,
-    netnsPath: `/proc/${infraPid}/ns/net`,
-    infraPid,
+    podNamespaces: {
+      network: `/proc/${infraPid}/ns/net`,
+      ipc: `/proc/${infraPid}/ns/ipc`,
+      uts: `/proc/${infraPid}/ns/uts`,
+      pid: `/proc/${infraPid}/ns/pid`,
+    },
     targetPid: null,
     sandboxFiles: {
       resolvConf: join(files, 'resolv.conf'),

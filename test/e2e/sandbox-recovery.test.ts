@@ -18,15 +18,35 @@ import { FIXTURES, PAUSE_BEFORE_STEP_ENV, TestDaemon, podConfig, useDaemon } fro
 import { rejectsGrpc } from '../harness/grpc.js';
 import { assertLogged, startAndLog, type LogEntry } from '../harness/log.js';
 import { mountPointsBelow } from '../harness/mounts.js';
+import { nsInode } from '../harness/namespaces.js';
 import { podStatus, runPodSandbox, stopAndRemovePod } from '../harness/pods.js';
 import { writeRuncWrapper } from '../harness/runtime-wrapper.js';
 import { rootSkip as skip } from '../harness/skip.js';
 import { waitFor } from '../harness/wait.js';
 
 const SUITE_TIMEOUT_MS = 300_000;
-/** Every step RunPodSandbox can be paused before, in the order it takes them. */
-const PAUSE_STEPS = ['netns', 'cni-add', 'infra-create', 'infra-start'] as const;
-type PauseStep = (typeof PAUSE_STEPS)[number];
+const MODES = ['auto', 'always'] as const;
+type PodInfraMode = (typeof MODES)[number];
+/** Every step RunPodSandbox can be paused before, in the order it takes them, per pod_infra mode. */
+const PAUSE_STEPS = {
+  always: ['netns', 'cni-add', 'infra-create', 'infra-start'],
+  auto: ['namespaces', 'cni-add'],
+} as const satisfies Record<PodInfraMode, readonly string[]>;
+type PauseStep = (typeof PAUSE_STEPS)[PodInfraMode][number];
+
+/**
+ * A pod as kubelet sends one that does not share its pid namespace: with pod_infra = auto it runs
+ * no infra process, with always it runs one.
+ */
+function kubeletPod(name: string): Record<string, unknown> {
+  return podConfig(name, { linux: { security_context: { namespace_options: { pid: 'CONTAINER' } } } });
+}
+
+/** The ipc and uts pins of a pod without infra. */
+function pinsOf(daemon: TestDaemon, id: string): string[] {
+  const dir = join(daemon.rootDir, 'sandboxes', id, 'ns');
+  return [join(dir, 'ipc'), join(dir, 'uts')];
+}
 
 interface WireStatus {
   id: string;
@@ -77,6 +97,11 @@ async function assertNothingLeft(daemon: TestDaemon): Promise<void> {
   assert.deepEqual(await daemon.leasedIps(), [], 'host-local leases');
   assert.deepEqual(await daemon.runcContainers(), [], 'runc containers');
   assert.deepEqual(await daemon.sandboxDirs(), [], 'sandbox dirs');
+  assert.deepEqual(
+    await mountPointsBelow(daemon.rootDir),
+    [],
+    'mounts (shm, namespace pins) in the root dir',
+  );
 }
 
 /** Field 22 of /proc/<pid>/stat: tells a process from a later one that reused its pid. */
@@ -138,68 +163,100 @@ const hex = (): string => randomBytes(4).toString('hex');
 
 // ---------------------------------------------------------------------------------------------
 
-describe('restarts keep running pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
-  const daemon = useDaemon();
+for (const mode of MODES)
+  describe(`restarts keep running pods (pod_infra = ${mode})`, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+    const daemon = useDaemon({ extraArgs: ['--pod-infra', mode] });
+    const infra = mode === 'always';
 
-  const bounces: [string, (d: TestDaemon) => Promise<unknown>][] = [
-    ['SIGTERM', (d) => restart(d)],
-    [
-      'kill -9',
-      async (d) => {
+    const bounces: [string, (d: TestDaemon) => Promise<unknown>][] = [
+      ['SIGTERM', (d) => restart(d)],
+      [
+        'kill -9',
+        async (d) => {
+          await d.kill9();
+          await startAndLog(d);
+        },
+      ],
+    ];
+    for (const [how, bounce] of bounces) {
+      test(`a ${how} restart leaves the pod READY with the same infra process or pins`, async () => {
+        const d = daemon();
+        const id = await runPodSandbox(d.cri, kubeletPod(`keep-${hex()}`));
+        const before = await podStatus<WireStatus>(d.cri, id);
+        assert.equal(before.status.state, 'SANDBOX_READY');
+        assert.match(
+          before.status.network.ip,
+          new RegExp(`^${d.network.prefix.replaceAll('.', '\\.')}\\.\\d+$`),
+        );
+        const started = infra ? await startTime(before.info.pid) : '';
+        const pinInodes = infra ? [] : await Promise.all(pinsOf(d, id).map(nsInode));
+
+        await bounce(d);
+
+        const now = await podStatus<WireStatus>(d.cri, id);
+        assert.deepEqual(now.status, before.status);
+        assert.equal(now.info.pid, before.info.pid);
+        assert.equal(now.info.networkState, 'READY');
+        if (infra) {
+          assert.ok(await isRunning(before.info.pid), 'infra process died');
+          assert.equal(await startTime(before.info.pid), started, 'infra process was replaced');
+        } else {
+          assert.equal(before.info.pid, 0, 'a pod without infra has no pid');
+          assert.deepEqual(
+            await Promise.all(pinsOf(d, id).map(nsInode)),
+            pinInodes,
+            'the same pinned namespaces',
+          );
+        }
+        assert.ok(await isMounted(before.info.sandboxKey ?? ''), 'netns pin unmounted');
+        assert.deepEqual(await d.leasedIps(), [before.status.network.ip]);
+
+        await stopAndRemovePod(d.cri, id);
+        await assertNothingLeft(d);
+      });
+    }
+
+    if (infra)
+      test('an infra process that died while the daemon was down makes the pod NOTREADY', async () => {
+        const d = daemon();
+        const id = await runPodSandbox(d.cri, kubeletPod(`dies-${hex()}`));
+        const pid = await infraPid(d, id);
         await d.kill9();
-        await startAndLog(d);
-      },
-    ],
-  ];
-  for (const [how, bounce] of bounces) {
-    test(`a ${how} restart leaves the pod READY with the same infra process`, async () => {
-      const d = daemon();
-      const id = await runPodSandbox(d.cri, podConfig(`keep-${hex()}`));
-      const before = await podStatus<WireStatus>(d.cri, id);
-      assert.equal(before.status.state, 'SANDBOX_READY');
-      assert.match(
-        before.status.network.ip,
-        new RegExp(`^${d.network.prefix.replaceAll('.', '\\.')}\\.\\d+$`),
-      );
-      const started = await startTime(before.info.pid);
+        await killProcess(pid);
 
-      await bounce(d);
+        const { log } = await startAndLog(d);
 
-      const now = await podStatus<WireStatus>(d.cri, id);
-      assert.deepEqual(now.status, before.status);
-      assert.equal(now.info.pid, before.info.pid);
-      assert.equal(now.info.networkState, 'READY');
-      assert.ok(await isRunning(before.info.pid), 'infra process died');
-      assert.equal(await startTime(before.info.pid), started, 'infra process was replaced');
-      assert.ok(await isMounted(before.info.sandboxKey ?? ''), 'netns pin unmounted');
-      assert.deepEqual(await d.leasedIps(), [before.status.network.ip]);
+        const { status, info } = await podStatus<WireStatus>(d.cri, id);
+        assert.equal(status.state, 'SANDBOX_NOTREADY');
+        assert.equal(info.pid, 0);
+        assert.deepEqual(
+          (await listedPods(d)).map((p) => [p.id, p.state]),
+          [[id, 'SANDBOX_NOTREADY']],
+        );
+        assertLogged(log, 'infra process is gone: sandbox is NOT READY', { sandbox: id });
+        await stopAndRemovePod(d.cri, id);
+        await assertNothingLeft(d);
+      });
 
-      await stopAndRemovePod(d.cri, id);
-      await assertNothingLeft(d);
-    });
-  }
+    if (!infra)
+      test('namespace pins unmounted while the daemon was down make the pod NOTREADY', async () => {
+        const d = daemon();
+        const id = await runPodSandbox(d.cri, kubeletPod(`unpinned-${hex()}`));
+        await d.kill9();
+        const [ipcPin] = pinsOf(d, id);
+        assert.ok(ipcPin);
+        await run('umount', [ipcPin], { timeoutMs: 10_000 });
 
-  test('an infra process that died while the daemon was down makes the pod NOTREADY', async () => {
-    const d = daemon();
-    const id = await runPodSandbox(d.cri, podConfig(`dies-${hex()}`));
-    const pid = await infraPid(d, id);
-    await d.kill9();
-    await killProcess(pid);
+        const { log } = await startAndLog(d);
 
-    const { log } = await startAndLog(d);
-
-    const { status, info } = await podStatus<WireStatus>(d.cri, id);
-    assert.equal(status.state, 'SANDBOX_NOTREADY');
-    assert.equal(info.pid, 0);
-    assert.deepEqual(
-      (await listedPods(d)).map((p) => [p.id, p.state]),
-      [[id, 'SANDBOX_NOTREADY']],
-    );
-    assertLogged(log, 'infra process is gone: sandbox is NOT READY', { sandbox: id });
-    await stopAndRemovePod(d.cri, id);
-    await assertNothingLeft(d);
+        const { status, info } = await podStatus<WireStatus>(d.cri, id);
+        assert.equal(status.state, 'SANDBOX_NOTREADY');
+        assert.equal(info.pid, 0);
+        assertLogged(log, 'namespace pins are gone: sandbox is NOT READY', { sandbox: id });
+        await stopAndRemovePod(d.cri, id);
+        await assertNothingLeft(d);
+      });
   });
-});
 
 describe('a CNI plugin that fails ADD', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   const daemon = useDaemon({ cni: 'bridge+fail' });
@@ -215,75 +272,89 @@ describe('a CNI plugin that fails ADD', { skip, timeout: SUITE_TIMEOUT_MS }, () 
   });
 });
 
-describe('kill -9 in the middle of RunPodSandbox', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
-  const daemon = useDaemon();
+for (const mode of MODES)
+  describe(
+    `kill -9 in the middle of RunPodSandbox (pod_infra = ${mode})`,
+    { skip, timeout: SUITE_TIMEOUT_MS },
+    () => {
+      const daemon = useDaemon({ extraArgs: ['--pod-infra', mode] });
 
-  /**
-   * What must be done, and what must not have begun, when RunPodSandbox is paused before `step`.
-   * Only what holds whether steps run one after another or side by side: e.g. with infra and CNI
-   * in parallel, pausing before 'cni-add' may leave a running infra, so that is not checked.
-   */
-  async function assertStateBefore(d: TestDaemon, step: PauseStep, id: string): Promise<void> {
-    const pinned = await isMounted(join(d.netnsDir, `berth-${id}`));
-    const leases = (await d.leasedIps()).length;
-    assert.deepEqual(await d.sandboxDirs(), [id], 'sandbox dir');
-    switch (step) {
-      case 'netns':
-        assert.ok(!pinned, 'netns pinned before its step');
-        assert.equal(leases, 0, 'lease before netns');
-        assert.deepEqual(await d.runcContainers(), [], 'runc container before netns');
-        break;
-      case 'cni-add':
-        assert.ok(pinned, 'netns not pinned');
-        assert.equal(leases, 0, 'lease taken before cni-add');
-        break;
-      case 'infra-create':
-        assert.ok(pinned, 'netns not pinned');
-        assert.equal(leases, 1, 'CNI ADD not done');
-        assert.deepEqual(await d.runcContainers(), [], 'runc container before infra-create');
-        break;
-      case 'infra-start':
-        assert.ok(pinned, 'netns not pinned');
-        assert.equal(leases, 1, 'CNI ADD not done');
-        assert.deepEqual(await d.runcContainers(), [id], 'runc create not done');
-        assert.equal(await d.runcStatus(id), 'created', 'infra started before infra-start');
-        break;
-    }
-  }
+      /**
+       * What must be done, and what must not have begun, when RunPodSandbox is paused before `step`.
+       * Only what holds whether steps run one after another or side by side: e.g. with infra and CNI
+       * in parallel, pausing before 'cni-add' may leave a running infra, so that is not checked.
+       */
+      async function assertStateBefore(d: TestDaemon, step: PauseStep, id: string): Promise<void> {
+        const pinned = await isMounted(join(d.netnsDir, `berth-${id}`));
+        const leases = (await d.leasedIps()).length;
+        assert.deepEqual(await d.sandboxDirs(), [id], 'sandbox dir');
+        const pinsMounted = await Promise.all(pinsOf(d, id).map(isMounted));
+        switch (step) {
+          case 'namespaces':
+            assert.ok(!pinned, 'netns pinned before its step');
+            assert.deepEqual(pinsMounted, [false, false], 'ipc and uts pinned before their step');
+            assert.equal(leases, 0, 'lease before namespaces');
+            assert.deepEqual(await d.runcContainers(), [], 'a runc container for a pod without infra');
+            break;
+          case 'netns':
+            assert.ok(!pinned, 'netns pinned before its step');
+            assert.equal(leases, 0, 'lease before netns');
+            assert.deepEqual(await d.runcContainers(), [], 'runc container before netns');
+            break;
+          case 'cni-add':
+            assert.ok(pinned, 'netns not pinned');
+            assert.equal(leases, 0, 'lease taken before cni-add');
+            if (mode === 'auto') assert.deepEqual(pinsMounted, [true, true], 'ipc and uts not pinned');
+            break;
+          case 'infra-create':
+            assert.ok(pinned, 'netns not pinned');
+            assert.equal(leases, 1, 'CNI ADD not done');
+            assert.deepEqual(await d.runcContainers(), [], 'runc container before infra-create');
+            break;
+          case 'infra-start':
+            assert.ok(pinned, 'netns not pinned');
+            assert.equal(leases, 1, 'CNI ADD not done');
+            assert.deepEqual(await d.runcContainers(), [id], 'runc create not done');
+            assert.equal(await d.runcStatus(id), 'created', 'infra started before infra-start');
+            break;
+        }
+      }
 
-  for (const step of PAUSE_STEPS) {
-    test(`before '${step}': start-up rolls the sandbox back, and the pod can then be run`, async () => {
-      const d = daemon();
-      const config = podConfig(`crash-${step}-${hex()}`);
-      await restart(d, { [PAUSE_BEFORE_STEP_ENV]: step });
-      // The rpc blocks for good at the pause point; it fails once the daemon is killed.
-      const pending = d.cri.call('RunPodSandbox', { config }).catch((err: unknown) => err);
-      const pauseFile = await d.pausedBefore(step);
-      // Steps running beside the paused one finish first, so the kill finds a settled state.
-      await waitUntilIdle(d);
+      for (const step of PAUSE_STEPS[mode]) {
+        test(`before '${step}': start-up rolls the sandbox back, and the pod can then be run`, async () => {
+          const d = daemon();
+          const config = kubeletPod(`crash-${step}-${hex()}`);
+          await restart(d, { [PAUSE_BEFORE_STEP_ENV]: step });
+          // The rpc blocks for good at the pause point; it fails once the daemon is killed.
+          const pending = d.cri.call('RunPodSandbox', { config }).catch((err: unknown) => err);
+          const pauseFile = await d.pausedBefore(step);
+          // Steps running beside the paused one finish first, so the kill finds a settled state.
+          await waitUntilIdle(d);
 
-      const [row] = sandboxRows(d);
-      assert.ok(row, 'no journal row');
-      assert.equal(row.state, 'CREATING');
-      await assertStateBefore(d, step, row.id);
-      assert.deepEqual(await listedPods(d), [], 'a CREATING sandbox is listed');
+          const [row] = sandboxRows(d);
+          assert.ok(row, 'no journal row');
+          assert.equal(row.state, 'CREATING');
+          await assertStateBefore(d, step, row.id);
+          assert.deepEqual(await listedPods(d), [], 'a CREATING sandbox is listed');
 
-      await d.kill9();
-      assert.ok((await pending) instanceof Error, 'the paused RunPodSandbox succeeded');
-      await rm(pauseFile);
+          await d.kill9();
+          assert.ok((await pending) instanceof Error, 'the paused RunPodSandbox succeeded');
+          await rm(pauseFile);
 
-      const { log } = await startAndLog(d);
-      assertLogged(log, 'rolled back a RunPodSandbox interrupted by a daemon exit', { sandbox: row.id });
-      await assertNothingLeft(d);
+          const { log } = await startAndLog(d);
+          assertLogged(log, 'rolled back a RunPodSandbox interrupted by a daemon exit', { sandbox: row.id });
+          await assertNothingLeft(d);
 
-      const id = (await d.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config })).pod_sandbox_id;
-      assert.notEqual(id, row.id);
-      assert.equal((await podStatus<WireStatus>(d.cri, id)).status.state, 'SANDBOX_READY');
-      await stopAndRemovePod(d.cri, id);
-      await assertNothingLeft(d);
-    });
-  }
-});
+          const id = (await d.cri.call<{ pod_sandbox_id: string }>('RunPodSandbox', { config }))
+            .pod_sandbox_id;
+          assert.notEqual(id, row.id);
+          assert.equal((await podStatus<WireStatus>(d.cri, id)).status.state, 'SANDBOX_READY');
+          await stopAndRemovePod(d.cri, id);
+          await assertNothingLeft(d);
+        });
+      }
+    },
+  );
 
 /**
  * The netns dir is on tmpfs by default (/var/run/netns), so a reboot usually takes the pin
@@ -299,53 +370,60 @@ const pinFates: [string, (path: string) => Promise<void>][] = [
     },
   ],
 ];
-for (const [fate, reboot] of pinFates) {
-  describe(`a reboot (netns pins ${fate})`, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
-    const daemon = useDaemon();
+for (const mode of MODES)
+  for (const [fate, reboot] of pinFates) {
+    describe(
+      `a reboot (netns pins ${fate}, pod_infra = ${mode})`,
+      { skip, timeout: SUITE_TIMEOUT_MS },
+      () => {
+        const daemon = useDaemon({ extraArgs: ['--pod-infra', mode] });
 
-    test('makes pods NOTREADY and releases their leases', async () => {
-      const d = daemon();
-      const ids = [
-        await runPodSandbox(d.cri, podConfig(`reboot-a-${hex()}`)),
-        await runPodSandbox(d.cri, podConfig(`reboot-b-${hex()}`)),
-      ];
-      const statuses = await Promise.all(ids.map((id) => podStatus<WireStatus>(d.cri, id)));
-      assert.equal((await d.leasedIps()).length, 2);
+        test('makes pods NOTREADY and releases their leases', async () => {
+          const d = daemon();
+          const ids = [
+            await runPodSandbox(d.cri, kubeletPod(`reboot-a-${hex()}`)),
+            await runPodSandbox(d.cri, kubeletPod(`reboot-b-${hex()}`)),
+          ];
+          const statuses = await Promise.all(ids.map((id) => podStatus<WireStatus>(d.cri, id)));
+          assert.equal((await d.leasedIps()).length, 2);
 
-      // What a reboot does to berth's world: the daemon and every pod process die, the netns
-      // pins lose their mounts, and the boot marker on tmpfs is gone. The SQLite file survives.
-      await d.kill9();
-      for (const { info } of statuses) {
-        await killProcess(info.pid);
-        assert.ok(info.sandboxKey);
-        await reboot(info.sandboxKey);
-      }
-      await d.forgetBoot();
+          // What a reboot does to berth's world: the daemon and every pod process die, the netns
+          // pins lose their mounts, and the boot marker on tmpfs is gone. The SQLite file survives.
+          await d.kill9();
+          for (const [i, { info }] of statuses.entries()) {
+            if (mode === 'always') await killProcess(info.pid);
+            // The ipc and uts pins live in the sandbox dir, on disk: only their mounts go.
+            else for (const pin of pinsOf(d, ids[i] ?? '')) await run('umount', [pin], { timeoutMs: 10_000 });
+            assert.ok(info.sandboxKey);
+            await reboot(info.sandboxKey);
+          }
+          await d.forgetBoot();
 
-      const { log } = await startAndLog(d);
+          const { log } = await startAndLog(d);
 
-      assertLogged(log, 'first start since boot: pod processes and netns mounts are gone');
-      for (const id of ids) {
-        assertLogged(log, 'released the network of a sandbox lost in a reboot', { sandbox: id });
-        const { status, info } = await podStatus<WireStatus>(d.cri, id);
-        assert.equal(status.state, 'SANDBOX_NOTREADY');
-        assert.equal(info.pid, 0);
-        assert.equal(info.networkState, 'TORN_DOWN');
-      }
-      assert.deepEqual(await d.leasedIps(), []);
-      assert.deepEqual(await netnsMounts(d), []);
-      assert.deepEqual(await d.runcContainers(), []);
+          assertLogged(log, 'first start since boot: pod processes and netns mounts are gone');
+          for (const id of ids) {
+            assertLogged(log, 'released the network of a sandbox lost in a reboot', { sandbox: id });
+            const { status, info } = await podStatus<WireStatus>(d.cri, id);
+            assert.equal(status.state, 'SANDBOX_NOTREADY');
+            assert.equal(info.pid, 0);
+            assert.equal(info.networkState, 'TORN_DOWN');
+          }
+          assert.deepEqual(await d.leasedIps(), []);
+          assert.deepEqual(await netnsMounts(d), []);
+          assert.deepEqual(await d.runcContainers(), []);
 
-      // A second start in the same boot is no reboot.
-      await d.kill9();
-      const { log: again } = await startAndLog(d);
-      assert.ok(!again.some((e) => e.msg?.startsWith('first start since boot')), 'reboot detected twice');
+          // A second start in the same boot is no reboot.
+          await d.kill9();
+          const { log: again } = await startAndLog(d);
+          assert.ok(!again.some((e) => e.msg?.startsWith('first start since boot')), 'reboot detected twice');
 
-      for (const id of ids) await d.cri.call('RemovePodSandbox', { pod_sandbox_id: id });
-      await assertNothingLeft(d);
-    });
-  });
-}
+          for (const id of ids) await d.cri.call('RemovePodSandbox', { pod_sandbox_id: id });
+          await assertNothingLeft(d);
+        });
+      },
+    );
+  }
 
 describe('orphans', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   const daemon = useDaemon();
@@ -465,14 +543,14 @@ describe('a CNI DEL that fails', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
 });
 
 describe('a runc that cannot report at start-up', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
-  // runc's `state` fails while this file exists; every other verb runs the real runc.
+  // runc's `state` and `list` fail while this file exists; every other verb runs the real runc.
   const failFile = join('/run', `berth-test-runc-fails-${hex()}`);
   const wrapper = `${failFile}.sh`;
   before(async () => {
     await writeRuncWrapper(wrapper, [
       `if [ -e '${failFile}' ]; then`,
       '  for arg in "$@"; do',
-      '    if [ "$arg" = state ]; then echo "runc: simulated failure" >&2; exit 1; fi',
+      '    case "$arg" in state|list) echo "runc: simulated failure" >&2; exit 1;; esac',
       '  done',
       'fi',
     ]);
@@ -483,7 +561,7 @@ describe('a runc that cannot report at start-up', { skip, timeout: SUITE_TIMEOUT
   });
   const daemon = useDaemon({ extraArgs: ['--runtime', wrapper] });
 
-  test('a failing runc state leaves a live pod READY, logged, rather than marking it dead', async () => {
+  test('a failing runc list or state leaves a live pod READY, logged, rather than marking it dead', async () => {
     const d = daemon();
     const id = await runPodSandbox(d.cri, podConfig(`unchecked-${hex()}`));
     const before = await podStatus<WireStatus>(d.cri, id);
@@ -491,7 +569,7 @@ describe('a runc that cannot report at start-up', { skip, timeout: SUITE_TIMEOUT
     await writeFile(failFile, '');
     const { log } = await startAndLog(d);
     await rm(failFile, { force: true });
-    assertLogged(log, 'runc state failed at start-up; the sandbox is left as it was', { sandbox: id });
+    assertLogged(log, 'runc list failed at start-up; the sandbox is left as it was', { sandbox: id });
     const after = await podStatus<WireStatus>(d.cri, id);
     assert.equal(after.status.state, 'SANDBOX_READY');
     assert.ok(await isRunning(before.info.pid), 'the infra was killed');

@@ -16,7 +16,8 @@ import { mountPointsBelow, unmountAllBelow } from './mounts.js';
 import { bridgePlugin, leasedIps, unusedPrefix, type TestNetwork } from './network.js';
 import { waitFor } from './wait.js';
 
-const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
+/** berthd's launcher, in the source tree (from dist/test/harness): it starts dist/src/main.js with berthd's node flags. */
+const LAUNCHER = fileURLToPath(new URL('../../../bin/berthd', import.meta.url));
 /** The source tree's fixtures, from dist/test/harness. */
 export const FIXTURES = fileURLToPath(new URL('../../../test/fixtures/', import.meta.url));
 
@@ -129,8 +130,8 @@ export class TestDaemon {
 
   async start(env: Record<string, string> = {}): Promise<void> {
     const binDirs = ['/usr/lib/cni', join(FIXTURES, 'cni')].flatMap((d) => ['--cni-bin-dir', d]);
-    const proc = spawn(process.execPath, [MAIN, ...this.args(), ...binDirs], {
-      env: { ...process.env, ...this.opts.env, ...env },
+    const proc = spawn(LAUNCHER, [...this.args(), ...binDirs], {
+      env: { ...process.env, BERTH_NODE: process.execPath, ...this.opts.env, ...env },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     this.proc = proc;

@@ -36,3 +36,12 @@ export async function watchRss<T>(
     clearInterval(sampler);
   }
 }
+
+/**
+ * VmRSS of `pid` in KiB after `settleMs` of leaving it alone: right after a burst a daemon still
+ * holds garbage and deferred work, which a figure for "idle" or "after" should not count.
+ */
+export async function settledRssKiB(pid: number | undefined, settleMs: number): Promise<number> {
+  await new Promise((resolve) => setTimeout(resolve, settleMs));
+  return rssKiB(pid);
+}

@@ -32,6 +32,7 @@ export function sandbox(over: Partial<Sandbox> = {}): Sandbox {
     pid: 0,
     cgroupParent,
     sandboxDir: '/var/lib/berth/sandboxes/pod1',
+    infra: true,
     ...over,
   };
 }

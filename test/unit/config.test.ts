@@ -49,6 +49,7 @@ root = "/srv/berth/lib"
 state = "/srv/berth/run"
 log_level = "debug"
 cgroup_driver = "cgroupfs"
+pod_infra = "always"
 
 [cni]
 conf_dir = "/srv/cni/conf"
@@ -96,6 +97,7 @@ describe('loadConfig defaults', () => {
       runtimeHandlers: [],
       monitor: 'conmon',
       cgroupDriver: 'cgroupfs',
+      podInfra: 'auto',
       logLevel: 'info',
       cniTimeoutMs: 30_000,
       runtimeTimeoutMs: 30_000,
@@ -140,6 +142,7 @@ describe('loadConfig config file', () => {
       runtimeHandlers: [{ name: 'fast', path: '/usr/local/sbin/crun', root: '/srv/berth/run/crun' }],
       monitor: '/usr/local/bin/conmon',
       cgroupDriver: 'cgroupfs',
+      podInfra: 'always',
       logLevel: 'debug',
       cniTimeoutMs: 90_000,
       runtimeTimeoutMs: 500,

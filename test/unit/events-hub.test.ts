@@ -27,6 +27,11 @@ async function ready(subscription: Subscription<number>, count: number): Promise
   return values;
 }
 
+async function waitUntil(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !done(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.ok(done(), 'never happened');
+}
+
 describe('EventHub', () => {
   test('every subscriber gets every event, in order', async () => {
     const events = hub();
@@ -84,6 +89,18 @@ describe('EventHub', () => {
     const subscription = events.subscribe();
     events.publish(3);
     assert.deepEqual(await ready(subscription, 2), [2, 3]);
+  });
+
+  test('old events are let go even when nothing is published or subscribed after them', async () => {
+    const dropped: unknown[] = [];
+    const recording = pino({ level: 'warn' }, { write: (line: string) => dropped.push(JSON.parse(line)) });
+    const events = new EventHub<number>({ capacity: 10, retainMs: 20, logger: recording });
+    events.publish(1);
+    events.publish(2);
+    const droppedSoFar = (): number =>
+      dropped.reduce<number>((sum, entry) => sum + (entry as { dropped: number }).dropped, 0);
+    await waitUntil(() => droppedSoFar() === 2);
+    events.close();
   });
 
   test('a closed subscription ends its reader and no longer holds events back', async () => {

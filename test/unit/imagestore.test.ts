@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { link, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 
 import Database from 'better-sqlite3';
@@ -11,6 +11,8 @@ import Database from 'better-sqlite3';
 import { migrate } from '../../state/migrate.js';
 import { migrations } from '../../state/migrations.js';
 import { NotFoundError } from '../../src/errors.js';
+import { readVerified } from '../../src/imagestore/content.js';
+import { StoreFlush } from '../../src/imagestore/durability.js';
 import {
   ContentStore,
   DigestMismatchError,
@@ -42,6 +44,18 @@ function failingSource(chunks: Buffer[], error: Error): Readable {
       throw error;
     })(),
   );
+}
+
+function chunksOf(bytes: Buffer, size: number): Buffer[] {
+  const chunks: Buffer[] = [];
+  for (let at = 0; at < bytes.length; at += size) chunks.push(bytes.subarray(at, at + size));
+  return chunks;
+}
+
+async function collect(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(Buffer.from(chunk as Uint8Array));
+  return Buffer.concat(chunks);
 }
 
 async function exists(path: string): Promise<boolean> {
@@ -187,6 +201,81 @@ describe('ContentStore', () => {
     assert.equal(await content.has(digestOf('nope')), false);
   });
 
+  it('hands a tap the accepted bytes and ends it once they are verified', async () => {
+    const b = blob('layer bytes for the unpacker');
+    const tap = new PassThrough();
+    const read = collect(tap);
+    await content.ingest({ digest: b.digest, size: b.size }, Readable.from(chunksOf(b.bytes, 5)), tap);
+    assert.deepEqual(await read, b.bytes);
+    assert.deepEqual(await content.readBuffer(b.digest), b.bytes);
+  });
+
+  it('destroys the tap with the error when the bytes do not match, and stores nothing', async () => {
+    const b = blob('corrupt on the way');
+    const wrong = digestOf('what the manifest promised');
+    const tap = new PassThrough();
+    const read = collect(tap).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    const err = await content.ingest({ digest: wrong, size: b.size }, Readable.from([b.bytes]), tap).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof DigestMismatchError);
+    assert.equal(await read, err, 'the reader sees the ingest fail');
+    assert.equal(await content.has(wrong), false);
+    assert.deepEqual(await list(join(root, 'ingest')), []);
+  });
+
+  it("goes on storing when the tap's reader gives up: the digest decides", async () => {
+    const big = Buffer.alloc(256 * 1024, 7);
+    const digest = sha256Digest(big);
+    const tap = new PassThrough({ highWaterMark: 1024 });
+    const reader = (async () => {
+      // Leaving the loop destroys the tap, as an unpacker that met a bad tar header does.
+      for await (const chunk of tap) if (chunk) throw new Error('bad tar');
+    })().then(
+      () => 'read to the end',
+      (e: unknown) => e,
+    );
+    await content.ingest({ digest, size: big.length }, Readable.from(chunksOf(big, 4096)), tap);
+    assert.match(String(await reader), /bad tar/);
+    assert.deepEqual(await content.readBuffer(digest), big);
+  });
+
+  it('feeds a tap from the stored copy when the blob is already present', async () => {
+    const b = blob('stored before');
+    await content.writeBuffer(b.digest, b.bytes);
+    const source = Readable.from([Buffer.from('never read')]);
+    const tap = new PassThrough();
+    const read = collect(tap);
+    await content.ingest({ digest: b.digest, size: b.size }, source, tap);
+    assert.deepEqual(await read, b.bytes);
+    assert.equal(source.destroyed, true);
+  });
+
+  it('readVerified returns checked bytes and stores nothing', async () => {
+    const b = blob('{"architecture":"amd64"}');
+    assert.deepEqual(
+      await readVerified({ digest: b.digest, size: b.size }, Readable.from([b.bytes])),
+      b.bytes,
+    );
+    await assert.rejects(
+      readVerified({ digest: digestOf('other'), size: b.size }, Readable.from([b.bytes])),
+      DigestMismatchError,
+    );
+    await assert.rejects(
+      readVerified({ digest: b.digest, size: b.size - 1 }, Readable.from([b.bytes])),
+      SizeMismatchError,
+    );
+    await assert.rejects(
+      readVerified({ digest: 'sha256:nope', size: 1 }, Readable.from([b.bytes])),
+      InvalidDigestError,
+    );
+    assert.deepEqual(await list(join(root, 'blobs', 'sha256')), []);
+  });
+
   it('refuses malformed digests before touching the disk', async () => {
     for (const digest of [
       'sha256:../../etc/passwd',
@@ -260,6 +349,25 @@ describe('ContentStore', () => {
     const total = await content.usage();
     assert.equal(total.inodes, 3 + 4);
     assert.ok(total.bytes > afterBlob.bytes);
+  });
+});
+
+describe('StoreFlush', () => {
+  let root: string;
+
+  beforeEach(() => {
+    root = mkdtempSync(join(tmpdir(), 'berth-flush-'));
+  });
+
+  afterEach(() => rmSync(root, { recursive: true, force: true }));
+
+  it('flushes what was noted, sharing one sync between concurrent callers', async () => {
+    const flush = new StoreFlush();
+    await flush.flush();
+    flush.noteWrite(root);
+    await Promise.all([flush.flush(), flush.flush(), flush.flush()]);
+    flush.noteWrite(join(root, 'gone'));
+    await assert.rejects(flush.flush(), /gone/);
   });
 });
 
@@ -491,6 +599,51 @@ describe('ImageRepo', () => {
     assert.equal(store.images.deleteLayer(orphan), true);
   });
 
+  it('putPulledImage records the image with every layer unpacked, in one go', () => {
+    const shared = image('shared', ['base']);
+    store.images.putImage(shared, []);
+    assert.equal(store.images.getLayer(digestOf('diff base'))?.unpacked, false);
+    const pulled = image('pulled', ['base', 'top']);
+    assert.deepEqual(store.images.putPulledImage(pulled, [`${BUSYBOX}:latest`]), []);
+    assert.equal(store.images.getLayer(digestOf('diff base'))?.unpacked, true);
+    assert.equal(store.images.getLayer(digestOf('diff top'))?.unpacked, true);
+    assert.deepEqual(store.images.findImageByName(`${BUSYBOX}:latest`), pulled);
+  });
+
+  it('answers reads from memory that every write keeps current', () => {
+    const a = image('a', ['l']);
+    const b = image('b', ['m'], { createdAt: '1763793600000000001' });
+    assert.deepEqual(store.images.listImages(), []);
+    store.images.putImage(a, [`${BUSYBOX}:a`, `${BUSYBOX}:shared`]);
+    assert.deepEqual(store.images.imageNames(a.id).repoTags, [`${BUSYBOX}:a`, `${BUSYBOX}:shared`]);
+    store.images.putImage(b, [`${BUSYBOX}:shared`]);
+    assert.equal(store.images.findImageByName(`${BUSYBOX}:shared`)?.id, b.id);
+    assert.deepEqual(store.images.imageNames(a.id).repoTags, [`${BUSYBOX}:a`]);
+    assert.deepEqual(
+      store.images.listImages().map((i) => [i.id, i.repoTags]),
+      [
+        [a.id, [`${BUSYBOX}:a`]],
+        [b.id, [`${BUSYBOX}:shared`]],
+      ],
+    );
+    store.images.removeName(`${BUSYBOX}:a`);
+    assert.equal(store.images.findImageByName(`${BUSYBOX}:a`), undefined);
+    assert.deepEqual(store.images.namesOf(a.id), []);
+    store.images.setPinned(b.id, true);
+    assert.equal(store.images.getImage(b.id)?.pinned, true);
+    store.images.deleteImage(a.id);
+    assert.equal(store.images.getImage(a.id), undefined);
+    assert.deepEqual(store.images.findImagesByIdPrefix(a.id.slice(7, 19)), []);
+    assert.deepEqual(store.images.findImagesByIdPrefix(b.id.slice(7, 19)), [{ ...b, pinned: true }]);
+    // A write that fails leaves reads as the database is.
+    assert.throws(() => store.images.putImage(image('bad', [], { createdAt: '01' }), [`${BUSYBOX}:x`]));
+    assert.equal(store.images.findImageByName(`${BUSYBOX}:x`), undefined);
+    assert.deepEqual(
+      store.images.listImages().map((i) => i.id),
+      [b.id],
+    );
+  });
+
   it('touches, pins, and lists the blobs it refers to', () => {
     const img = image('i', ['l']);
     store.images.putImage(img, [`${BUSYBOX}@${digestOf('index')}`]);
@@ -550,7 +703,9 @@ describe('migration 2', () => {
     });
     const v1 = new Database(path);
     migrate(v1, migrations.slice(0, 1));
-    insertRow(v1, 'sandboxes', sandboxMapping.toRecord(row));
+    // Version 1 predates the infra column (migration 4), which defaults to the infra every pod then ran.
+    const { infra: _infra, ...v1Record } = sandboxMapping.toRecord(row);
+    insertRow(v1, 'sandboxes', v1Record);
     assert.equal(v1.pragma('user_version', { simple: true }), 1);
     v1.close();
 

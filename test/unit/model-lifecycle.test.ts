@@ -129,8 +129,11 @@ describe('sandbox lifecycle', () => {
   it('starts a sandbox as a CREATING journal entry with nothing done yet', () => {
     // The harness's sandbox is one just reserved; its runtime handler, as its name, comes from the spec.
     const expected = sandbox({ runtimeHandler: 'kata', spec: { ...sandbox().spec, runtimeHandler: 'kata' } });
-    const { id, spec, hostNetwork, netnsPath, sandboxDir, createdAt } = expected;
-    assert.deepEqual(newSandbox({ id, spec, hostNetwork, netnsPath, sandboxDir, createdAt }), expected);
+    const { id, spec, hostNetwork, netnsPath, sandboxDir, createdAt, infra } = expected;
+    assert.deepEqual(
+      newSandbox({ id, spec, hostNetwork, netnsPath, sandboxDir, createdAt, infra }),
+      expected,
+    );
   });
 });
 

@@ -37,8 +37,12 @@ function input(spec: ContainerSpec, over: Partial<ContainerSpecInput> = {}): Con
     image: { name: 'busybox', config: { Cmd: ['sh'] } },
     rootfsPath: '/var/lib/berth/containers/c1/rootfs',
     user: { uid: 0, gid: 0, additionalGids: [] },
-    netnsPath: '/run/berth/netns/pod',
-    infraPid: 100,
+    podNamespaces: {
+      network: '/run/berth/netns/pod',
+      ipc: '/proc/100/ns/ipc',
+      uts: '/proc/100/ns/uts',
+      pid: '/proc/100/ns/pid',
+    },
     targetPid: null,
     sandboxFiles: { resolvConf: '/sb/resolv.conf', hostname: '/sb/hostname', hosts: '/sb/hosts' },
     cgroupsPath: '/kubepods/c1',
@@ -259,6 +263,24 @@ test('namespaces: pid POD joins the infra, with ipc and uts, the netns pin, a ne
   ]);
 });
 
+test('namespaces: a pod without infra is joined through its pins; pid POD without a pod pid ns is a new one', () => {
+  const spec = containerSpec({}, { namespaces: { network: 'POD', pid: 'POD', ipc: 'POD', targetId: '' } });
+  const podNamespaces = { network: '/run/berth/netns/pod', ipc: '/sb/ns/ipc', uts: '/sb/ns/uts', pid: null };
+  assert.deepEqual(buildContainerSpec(input(spec, { podNamespaces })).linux?.namespaces, [
+    { type: 'pid' },
+    { type: 'ipc', path: '/sb/ns/ipc' },
+    { type: 'uts', path: '/sb/ns/uts' },
+    { type: 'mount' },
+    { type: 'network', path: '/run/berth/netns/pod' },
+  ]);
+  // A host-ipc pod without infra has no ipc pin: the container keeps the host's.
+  const hostIpc = { ...podNamespaces, ipc: null };
+  assert.deepEqual(
+    buildContainerSpec(input(spec, { podNamespaces: hostIpc })).linux?.namespaces?.map((n) => n.type),
+    ['pid', 'uts', 'mount', 'network'],
+  );
+});
+
 test('namespaces: pid CONTAINER is a new pid ns', () => {
   const out = buildContainerSpec(input(containerSpec()));
   assert.deepEqual(out.linux?.namespaces?.[0], { type: 'pid' });
@@ -288,7 +310,13 @@ test('namespaces: TARGET joins the target container pid ns; without a pid it is 
 
 test('namespaces: host network has neither network nor uts entries, and no hostname', () => {
   const spec = containerSpec({}, { namespaces: { network: 'NODE', pid: 'POD', ipc: 'POD', targetId: '' } });
-  const out = buildContainerSpec(input(spec, { netnsPath: null }));
+  const podNamespaces = {
+    network: null,
+    ipc: '/proc/100/ns/ipc',
+    uts: '/proc/100/ns/uts',
+    pid: '/proc/100/ns/pid',
+  };
+  const out = buildContainerSpec(input(spec, { podNamespaces }));
   assert.deepEqual(out.linux?.namespaces, [
     { type: 'pid', path: '/proc/100/ns/pid' },
     { type: 'ipc', path: '/proc/100/ns/ipc' },

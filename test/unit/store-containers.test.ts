@@ -236,6 +236,64 @@ describe('Store containers', () => {
     assert.deepEqual(store.containers.listBySandbox('ghost'), []);
   });
 
+  it('hands out each container parsed once and frozen, until a transition or delete changes it', () => {
+    store.containers.insert(container({ state: 'CREATED' }));
+    const first = store.containers.get('c0ffee01');
+    assert.ok(first);
+    assert.equal(store.containers.get('c0ffee01'), first, 'parsed again');
+    assert.equal(store.containers.list()[0], first, 'list parsed it again');
+    assert.ok(Object.isFrozen(first) && Object.isFrozen(first.spec.labels), 'a shared value is mutable');
+    assert.throws(() => {
+      first.spec.labels.added = 'x';
+    }, TypeError);
+
+    const running = store.containers.markRunning('c0ffee01', '1763793601000000001');
+    assert.equal(store.containers.get('c0ffee01')?.state, 'RUNNING');
+    assert.deepEqual(store.containers.get('c0ffee01'), running);
+    assert.equal(first.state, 'CREATED', 'a value handed out changed under its holder');
+
+    store.containers.insert(container({ id: 'c2', name: 'two', createdAt: '1' }));
+    assert.deepEqual(
+      store.containers.list().map((row) => row.id),
+      ['c2', 'c0ffee01'],
+    );
+    store.containers.delete('c0ffee01');
+    assert.equal(store.containers.get('c0ffee01'), undefined);
+    assert.deepEqual(
+      store.containers.list().map((row) => row.id),
+      ['c2'],
+    );
+  });
+
+  it('sees what another connection wrote: nothing it kept is stale', () => {
+    store.containers.insert(container({ state: 'CREATED' }));
+    assert.equal(store.containers.get('c0ffee01')?.message, '');
+    assert.equal(store.containers.list().length, 1);
+    withConnection(path, (db) => {
+      db.prepare(`UPDATE containers SET message = 'edited' WHERE id = 'c0ffee01'`).run();
+      insertRow(
+        db,
+        'containers',
+        containerMapping.toRecord(container({ id: 'c2', name: 'two', createdAt: '1' })),
+      );
+    });
+    assert.equal(store.containers.get('c0ffee01')?.message, 'edited');
+    assert.deepEqual(
+      store.containers.list().map((row) => row.id),
+      ['c2', 'c0ffee01'],
+    );
+    withConnection(path, (db) => db.prepare(`DELETE FROM containers WHERE id = 'c2'`).run());
+    assert.equal(store.containers.get('c2'), undefined);
+    assert.deepEqual(
+      store.containers.findByIdPrefix('c').map((row) => row.id),
+      ['c0ffee01'],
+    );
+    assert.deepEqual(
+      store.containers.listBySandbox('pod1').map((row) => row.id),
+      ['c0ffee01'],
+    );
+  });
+
   it('reports which containers use an image', () => {
     store.containers.insert(container({ id: 'c2', name: 'two', createdAt: '20' }));
     store.containers.insert(container({ id: 'c1', name: 'one', createdAt: '10' }));
@@ -305,7 +363,9 @@ describe('Store containers migration', () => {
     const v2 = new Database(path);
     try {
       assert.deepEqual(migrate(v2, migrations.slice(0, 2)), { from: 0, to: 2 });
-      insertRow(v2, 'sandboxes', sandboxMapping.toRecord(row));
+      // Version 2 predates the infra column (migration 4), which defaults to the infra every pod then ran.
+      const { infra: _infra, ...v2Record } = sandboxMapping.toRecord(row);
+      insertRow(v2, 'sandboxes', v2Record);
     } finally {
       v2.close();
     }
@@ -321,7 +381,7 @@ describe('Store containers migration', () => {
 
     const raw = new Database(path, { readonly: true });
     try {
-      assert.equal(raw.pragma('user_version', { simple: true }), 3);
+      assert.equal(raw.pragma('user_version', { simple: true }), migrations.length);
     } finally {
       raw.close();
     }

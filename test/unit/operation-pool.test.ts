@@ -1,0 +1,22 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { inPool } from '../../src/operation/pool.js';
+
+test('every item runs, at most `concurrency` at once, and results keep the items order', async () => {
+  let running = 0;
+  let most = 0;
+  const results = await inPool([5, 1, 4, 2, 3], 2, async (n) => {
+    running++;
+    most = Math.max(most, running);
+    await sleep(n);
+    running--;
+    return n * 10;
+  });
+  assert.deepEqual(results, [50, 10, 40, 20, 30]);
+  assert.equal(most, 2);
+});
+
+test('no items, no calls', async () => {
+  assert.deepEqual(await inPool([], 4, () => Promise.reject(new Error('called'))), []);
+});
