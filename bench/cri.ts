@@ -468,7 +468,9 @@ async function main(): Promise<void> {
     other = runtime ? await otherSide(runtime, otherRegistry) : null;
     registry = await startRegistry();
     const pushed = await pushBenchImages(registry);
-    const berthd = await TestDaemon.create({ cni: 'bridge' });
+    // At info, as a node runs it (containerd's config here says info too); the berth-only rows
+    // below read berthd's debug lines and restart it at debug first.
+    const berthd = await TestDaemon.create({ cni: 'bridge', logLevel: 'info' });
     daemon = berthd;
     const berth: Side = {
       label: 'berth',
@@ -518,6 +520,10 @@ async function main(): Promise<void> {
       }
       report(sides, memory, sizes.pods);
 
+      berthd.logLevel = 'debug';
+      await berthd.restart();
+      berth.cri = berthd.cri;
+      berth.pid = berthd.proc?.pid;
       progress(`berth only: ${sizes.containers} containers for ListContainers`);
       const list = await listContainers(berthd, berth, sizes.containers, sizes.samples);
       progress(`berth only: recovery with ${sizes.pods} running pods`);

@@ -11,7 +11,7 @@ import { status } from '@grpc/grpc-js';
 import { run } from '../../src/exec.js';
 import { readMountInfo } from '../../src/mounts/mountinfo.js';
 import { EXEC_SYNC_OUTPUT_CAP } from '../../src/oci/exec-sync.js';
-import { TestDaemon } from '../harness/daemon.js';
+import { SHARED_PID_LINUX, TestDaemon } from '../harness/daemon.js';
 import { namesIn } from '../harness/files.js';
 import { rejectsWith } from '../harness/grpc.js';
 import { busyboxLayer, pushImage, type PushedImage } from '../harness/images.js';
@@ -63,7 +63,9 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     await daemon.cri.callImage('PullImage', { image: { image: bare.reference } });
     await daemon.cri.callImage('PullImage', { image: { image: image.reference } });
     await daemon.cri.callImage('PullImage', { image: { image: stopSignalImage.reference } });
-    main = await runPod(daemon.cri, daemon.pod('main'));
+    // Its containers share the pod's pid namespace under the infra's init, so signals reach them
+    // as in a shareProcessNamespace pod; kubelet's usual pod (pid CONTAINER) is sandbox-namespaces'.
+    main = await runPod(daemon.cri, daemon.pod('main', { linux: SHARED_PID_LINUX }));
   });
 
   after(async () => {

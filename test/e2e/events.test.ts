@@ -21,7 +21,7 @@ import { loadCriDefinitions } from '../../src/cri/loader.js';
 import type { ContainerEventResponse__Output as WireEvent } from '../../src/cri/generated/runtime/v1/ContainerEventResponse.js';
 import type { ContainerStatus__Output as WireContainerStatus } from '../../src/cri/generated/runtime/v1/ContainerStatus.js';
 import type { PodSandboxStatus__Output as WirePodStatus } from '../../src/cri/generated/runtime/v1/PodSandboxStatus.js';
-import { useDaemon, type TestDaemon } from '../harness/daemon.js';
+import { SHARED_PID_LINUX, useDaemon, type TestDaemon } from '../harness/daemon.js';
 import { busyboxLayer, pushImage } from '../harness/images.js';
 import {
   containerConfig,
@@ -231,9 +231,11 @@ describe('GetContainerEvents', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     const d = daemon();
     const pod = await runPod(d.cri, d.pod('restart'));
     t.after(() => removePod(d, pod));
-    const other = await runPod(d.cri, d.pod('infra-dies'));
+    // A shared pid namespace: the pod runs an infra process, which this test kills.
+    const other = await runPod(d.cri, d.pod('infra-dies', { linux: SHARED_PID_LINUX }));
     t.after(() => removePod(d, other));
     const infraPid = (await podStatus(d.cri, other.id)).info.pid;
+    assert.ok(infraPid > 0, 'the pod has an infra process');
     const id = await startContainer(
       d.cri,
       pod,

@@ -12,7 +12,7 @@ import { findProgram, run } from '../../src/exec.js';
 import { Runc } from '../../src/oci/runc.js';
 import { runBusyboxContainer } from '../harness/bundles.js';
 import { removeCgroupTree } from '../harness/cgroups.js';
-import { podConfig, TestDaemon } from '../harness/daemon.js';
+import { podConfig, SHARED_PID_LINUX, TestDaemon } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
 import { busyboxLayer, pushImage, type PushedImage } from '../harness/images.js';
 import {
@@ -90,7 +90,8 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   });
 
   it('runs a pod and its container under the second handler, in its own root', async () => {
-    const config = podConfig('handler-pod');
+    // With an infra process, so that both the pod's and the container's runc state are checked.
+    const config = podConfig('handler-pod', { linux: SHARED_PID_LINUX });
     pod = { id: await runPodSandbox(daemon.cri, config, HANDLER), config };
     containerId = await startContainer(
       daemon.cri,

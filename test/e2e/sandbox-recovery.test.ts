@@ -14,7 +14,14 @@ import { run } from '../../src/exec.js';
 import { isMounted } from '../../src/netns/index.js';
 import { isRunning } from '../../src/process/index.js';
 import { changeRows, databasePath, selectRows } from '../harness/database.js';
-import { FIXTURES, PAUSE_BEFORE_STEP_ENV, TestDaemon, podConfig, useDaemon } from '../harness/daemon.js';
+import {
+  FIXTURES,
+  PAUSE_BEFORE_STEP_ENV,
+  SHARED_PID_LINUX,
+  TestDaemon,
+  podConfig,
+  useDaemon,
+} from '../harness/daemon.js';
 import { rejectsGrpc } from '../harness/grpc.js';
 import { assertLogged, startAndLog, type LogEntry } from '../harness/log.js';
 import { mountPointsBelow } from '../harness/mounts.js';
@@ -111,6 +118,11 @@ async function startTime(pid: number): Promise<string> {
   const value = fields[19];
   assert.ok(value, `cannot parse /proc/${pid}/stat`);
   return value;
+}
+
+/** A pod that shares its pid namespace: it runs an infra process in either pod_infra mode. */
+function infraPod(name: string): Record<string, unknown> {
+  return podConfig(name, { linux: SHARED_PID_LINUX });
 }
 
 async function killProcess(pid: number): Promise<void> {
@@ -263,7 +275,7 @@ describe('a CNI plugin that fails ADD', { skip, timeout: SUITE_TIMEOUT_MS }, () 
 
   test('fails RunPodSandbox naming the step and the plugin, and leaves nothing', async () => {
     const d = daemon();
-    const err = await rejectsGrpc(d.cri.call('RunPodSandbox', { config: podConfig(`fail-${hex()}`) }));
+    const err = await rejectsGrpc(d.cri.call('RunPodSandbox', { config: infraPod(`fail-${hex()}`) }));
     assert.match(err.details, /refused by fixture/);
     assert.match(err.details, /\bcni-add\b/);
     assert.match(err.details, /berth-test-fail/);
@@ -430,9 +442,9 @@ describe('orphans', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
 
   test('start-up removes netns pins, runc containers and dirs that no row records', async () => {
     const d = daemon();
-    const kept = await runPodSandbox(d.cri, podConfig(`kept-${hex()}`));
+    const kept = await runPodSandbox(d.cri, infraPod(`kept-${hex()}`));
     const keptBefore = await podStatus<WireStatus>(d.cri, kept);
-    const lost = await runPodSandbox(d.cri, podConfig(`lost-${hex()}`));
+    const lost = await runPodSandbox(d.cri, infraPod(`lost-${hex()}`));
     const lostPid = await infraPid(d, lost);
     await d.kill9();
 
@@ -499,7 +511,7 @@ describe('a CNI DEL that fails', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
 
   test('is retried by Stop, Remove and after a restart, never forgotten', async () => {
     const d = daemon();
-    const id = await runPodSandbox(d.cri, podConfig(`flaky-${hex()}`));
+    const id = await runPodSandbox(d.cri, infraPod(`flaky-${hex()}`));
     const { status } = await podStatus<WireStatus>(d.cri, id);
     assert.deepEqual(await d.leasedIps(), [status.network.ip]);
     assert.equal(await flakyDels(id), 0);
@@ -563,7 +575,7 @@ describe('a runc that cannot report at start-up', { skip, timeout: SUITE_TIMEOUT
 
   test('a failing runc list or state leaves a live pod READY, logged, rather than marking it dead', async () => {
     const d = daemon();
-    const id = await runPodSandbox(d.cri, podConfig(`unchecked-${hex()}`));
+    const id = await runPodSandbox(d.cri, infraPod(`unchecked-${hex()}`));
     const before = await podStatus<WireStatus>(d.cri, id);
     await d.kill9();
     await writeFile(failFile, '');

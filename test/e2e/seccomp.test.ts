@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { run } from '../../src/exec.js';
-import { TestDaemon } from '../harness/daemon.js';
+import { SHARED_PID_LINUX, TestDaemon } from '../harness/daemon.js';
 import { busyboxLayer, pushImage, type LayerEntry, type PushedImage } from '../harness/images.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
 import {
@@ -202,7 +202,8 @@ describe('the RuntimeDefault seccomp profile', { skip, timeout: SUITE_TIMEOUT_MS
     });
     daemon = await TestDaemon.create({ cni: 'bridge' });
     await daemon.cri.callImage('PullImage', { image: { image: image.reference } });
-    pod = await runPod(daemon.cri, daemon.pod('seccomp'));
+    // With an infra process (a shared pid namespace), whose confinement is checked too.
+    pod = await runPod(daemon.cri, daemon.pod('seccomp', { linux: SHARED_PID_LINUX }));
   });
 
   after(async () => {

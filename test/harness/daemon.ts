@@ -27,6 +27,8 @@ export interface TestDaemonOptions {
   env?: Record<string, string>;
   /** More berthd flags, e.g. ['--registry-config', path]. */
   extraArgs?: string[];
+  /** Tests read berthd's debug lines; a benchmark runs it as a node would, at info. */
+  logLevel?: 'debug' | 'info';
 }
 
 /**
@@ -42,6 +44,8 @@ export class TestDaemon {
   readonly cniConfDir: string;
   readonly network: TestNetwork;
   proc: ChildProcess | null = null;
+  /** Taken at the next start. */
+  logLevel: 'debug' | 'info';
   client: CriClient | null = null;
   output = '';
 
@@ -57,6 +61,7 @@ export class TestDaemon {
     this.netnsDir = join(this.base, 'netns');
     this.cniConfDir = join(this.base, 'cni');
     this.network = { bridge: `bt${tag.slice(0, 8)}`, prefix, ipamDir: join(this.base, 'ipam') };
+    this.logLevel = opts.logLevel ?? 'debug';
   }
 
   /** The name of the CNI network the daemon's pods are on. */
@@ -102,7 +107,7 @@ export class TestDaemon {
       '--cni-conf-dir',
       this.cniConfDir,
       '--log-level',
-      'debug',
+      this.logLevel,
       ...(this.opts.extraArgs ?? []),
     ];
   }
@@ -318,6 +323,19 @@ export function podConfig(name: string, extra: Record<string, unknown> = {}): Re
     log_directory: `/var/log/pods/berth-test_${name}`,
     labels: { app: name, suite: 'berth' },
     annotations: { 'berth.test/name': name },
+    // As kubelet sends a pod that does not share its process namespace (the common case), so the
+    // suite runs pods the way nodes do: without an infra process under pod_infra = auto.
+    linux: KUBELET_POD_LINUX,
     ...extra,
   };
 }
+
+/** kubelet's namespace options for a pod without shareProcessNamespace. */
+export const KUBELET_POD_LINUX = {
+  security_context: { namespace_options: { network: 'POD', pid: 'CONTAINER', ipc: 'POD' } },
+};
+
+/** kubelet's namespace options for a pod with shareProcessNamespace: it runs an infra init. */
+export const SHARED_PID_LINUX = {
+  security_context: { namespace_options: { network: 'POD', pid: 'POD', ipc: 'POD' } },
+};
