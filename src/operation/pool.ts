@@ -5,13 +5,13 @@
 export async function inPool<Item, Result>(
   items: readonly Item[],
   concurrency: number,
-  task: (item: Item) => Promise<Result>,
+  task: (item: Item, index: number) => Promise<Result>,
 ): Promise<Result[]> {
   const results = new Array<Result>(items.length);
   // One iterator shared by all workers: each takes the next item nobody has taken yet.
   const queue = items.entries();
   const worker = async (): Promise<void> => {
-    for (const [index, item] of queue) results[index] = await task(item);
+    for (const [index, item] of queue) results[index] = await task(item, index);
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, worker));
   return results;

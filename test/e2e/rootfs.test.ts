@@ -45,7 +45,7 @@ async function makeLayer(name: string, build: (dir: string) => Promise<void>): P
   return diffId;
 }
 
-/** Many layers quickly: straight into place, skipping commitLayer's syncfs. */
+/** Many layers quickly: written straight into place rather than unpacked through a pull. */
 async function makeBareLayers(prefix: string, count: number): Promise<string[]> {
   const diffIds: string[] = [];
   for (let i = 0; i < count; i++) {
