@@ -14,6 +14,9 @@ import { ContentStore } from './imagestore/content.js';
 import { LayerStore } from './imagestore/layers.js';
 import { loadRegistryHosts } from './registry/hosts.js';
 import type { Logger } from './log.js';
+import { BerthMetrics } from './metrics/berth-metrics.js';
+import { MetricsServer } from './metrics/server.js';
+import { watchSteps } from './operation/steps.js';
 import { prepareNetnsDir } from './netns/index.js';
 import { ensureInfraRootfs } from './oci/infra.js';
 import { recover } from './sandbox/recovery.js';
@@ -21,6 +24,7 @@ import { recoverContainers } from './container/recovery.js';
 import { execDirs } from './container/exec.js';
 import { ContainerService } from './container/service.js';
 import { resetExecDirs } from './oci/exec-process.js';
+import { MonitorCgroup } from './monitor/cgroup.js';
 import { ExitWatcher } from './monitor/exits.js';
 import { PodStatsService } from './podstats/service.js';
 import { PodGate } from './sandbox/gate.js';
@@ -60,7 +64,16 @@ export async function startDaemon(
   const infraRootfs = await ensureInfraRootfs(config.rootDir);
 
   const store = Store.open(join(config.rootDir, 'berth.db'));
-  const cni = new Cni({ binDirs: config.cniBinDirs, timeoutMs: config.cniTimeoutMs, logger });
+  // Off means not loaded at all: no registry, no default collectors' timers.
+  const metrics = config.metricsAddress
+    ? new BerthMetrics({ sandboxes: () => store.sandboxes.list(), containers: () => store.containers.list() })
+    : undefined;
+  const cni = new Cni({
+    binDirs: config.cniBinDirs,
+    timeoutMs: config.cniTimeoutMs,
+    logger,
+    ...(metrics ? { onPluginDone: metrics.cniPluginDone } : {}),
+  });
 
   const content = new ContentStore(config.rootDir);
   const layers = new LayerStore(config.rootDir);
@@ -68,6 +81,9 @@ export async function startDaemon(
   const exitDir = join(config.stateDir, 'exits');
   const persistDir = join(config.stateDir, 'monitor');
   const exits = new ExitWatcher(exitDir, logger, persistDir);
+  const monitorCgroup = new MonitorCgroup(config.monitorCgroup, config.cgroupDriver);
+  const strayMonitors = await monitorCgroup.adoptStrays(exitDir);
+  if (strayMonitors.length > 0) logger.info({ pids: strayMonitors }, 'moved monitors into their cgroup');
   // runc's state lives on tmpfs, so a reboot clears it together with the processes it describes.
   const runtimes = await openRuntimeHandlers(
     { name: 'runc', binary: config.runtime, root: join(config.stateDir, 'runc') },
@@ -79,6 +95,7 @@ export async function startDaemon(
       persistDir,
       socketDir: join(config.stateDir, 'sockets'),
       timeoutMs: config.runtimeTimeoutMs,
+      cgroup: monitorCgroup,
     },
   );
 
@@ -103,17 +120,24 @@ export async function startDaemon(
   // Infra processes that died while berthd was down: their pods are stopped now.
   for (const id of report.markedNotReady) events.publish(sandboxChange('STOPPED', id));
   const imageSweep = await sweepImageStore(store.images, content, layers, logger);
-  logger.info({ ...report, imageSweep, ms: Date.now() - started }, 'state recovered');
+  const recoveryMs = Date.now() - started;
+  logger.info({ ...report, imageSweep, ms: recoveryMs }, 'state recovered');
+  metrics?.recovered(report, recoveryMs / 1000);
 
   const images = new ImageService({
     repo: store.images,
     content,
     layers,
     // Read now, so that a bad registries.toml stops start-up; the registry client comes later.
-    registry: { hosts: await loadRegistryHosts(config.registryConfig), timeoutMs: config.registryTimeoutMs },
+    registry: {
+      hosts: await loadRegistryHosts(config.registryConfig),
+      timeoutMs: config.registryTimeoutMs,
+      progressTimeoutMs: config.imagePullProgressTimeoutMs,
+    },
     rootDir: config.rootDir,
     logger,
     usedBy: (imageId) => store.containers.imageInUse(imageId),
+    ...(metrics ? { onPullDone: metrics.pullDone } : {}),
   });
 
   const pods = new PodGate();
@@ -158,6 +182,9 @@ export async function startDaemon(
   monitorCheck.unref();
   let streaming: StreamingServer | undefined;
   let server: CriServer;
+  let metricsServer: MetricsServer | undefined;
+  let servingCri = false;
+  let unwatchSteps = (): void => {};
   try {
     streaming = await StreamingServer.start(
       {
@@ -176,30 +203,55 @@ export async function startDaemon(
       },
       logger,
     );
+    if (metrics) {
+      metricsServer = await MetricsServer.start(
+        config.metricsAddress,
+        {
+          metrics: () => metrics.metrics(),
+          contentType: metrics.contentType,
+          unhealthy: () => {
+            if (!servingCri) return 'not serving CRI';
+            // A query that reaches SQLite: throws once the database is closed or unreadable.
+            store.sandboxes.list();
+            return undefined;
+          },
+        },
+        logger,
+      );
+      unwatchSteps = watchSteps(metrics.stepDone);
+    }
     server = await serveCri(
       config,
       { sandboxes, images, containers, podStats, events: eventHub, streams: streaming },
       logger,
       criServices,
+      metrics?.rpcDone,
     );
+    servingCri = true;
   } catch (err) {
     clearInterval(monitorCheck);
     eventHub.close();
     await streaming?.close();
     exits.close();
+    unwatchSteps();
+    await metricsServer?.close();
     store.close();
     throw err;
   }
   const streams = streaming;
   return {
     close: async () => {
+      servingCri = false;
       clearInterval(monitorCheck);
       // Event streams never end by themselves; the server's shutdown waits for every call.
       eventHub.close();
       await server.close();
+      await containers.lifecycle.filesRemoved();
       // Open exec and attach sessions end here; their processes are killed, containers keep running.
       await streams.close();
       exits.close();
+      unwatchSteps();
+      await metricsServer?.close();
       store.close();
     },
   };

@@ -18,6 +18,15 @@ export interface CniOptions {
   /** Deadline for each plugin exec, not for the whole chain. */
   timeoutMs: number;
   logger?: Logger;
+  /** Told of each plugin exec's end (berthd's metrics); failures included. */
+  onPluginDone?: (done: PluginDone) => void;
+}
+
+export interface PluginDone {
+  command: CniCommand;
+  plugin: string;
+  seconds: number;
+  ok: boolean;
 }
 
 export interface AddHooks {
@@ -83,6 +92,8 @@ export class Cni {
   ): Promise<string> {
     const started = Date.now();
     const log = { command, network: net.name, plugin: plugin.type, containerId: at.containerId };
+    const done = (ok: boolean): void =>
+      this.opts.onPluginDone?.({ command, plugin: plugin.type, seconds: (Date.now() - started) / 1000, ok });
     try {
       const stdout = await invokePlugin(
         {
@@ -98,9 +109,11 @@ export class Cni {
         { binDirs: this.opts.binDirs, timeoutMs: this.opts.timeoutMs, ...(beforeRun ? { beforeRun } : {}) },
       );
       this.opts.logger?.debug({ ...log, ms: Date.now() - started }, 'cni plugin done');
+      done(true);
       return stdout;
     } catch (err) {
       this.opts.logger?.warn({ ...log, ms: Date.now() - started, err }, 'cni plugin failed');
+      done(false);
       throw err;
     }
   }

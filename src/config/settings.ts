@@ -5,12 +5,14 @@
  * this table.
  */
 import { CGROUP_DRIVERS } from '../oci/cgroups.js';
+import { MONITOR_CGROUP_MODES } from '../monitor/cgroup.js';
 import {
   absolutePath,
   choice,
   directoryList,
   duration,
   listenAddress,
+  optionalListenAddress,
   program,
   runtimeHandlerList,
   socketPath,
@@ -140,6 +142,14 @@ const DECLARED = {
     default: 60_000,
     help: 'Deadline for a registry request to answer; also the longest a download may stall',
   }),
+  imagePullProgressTimeoutMs: setting({
+    key: 'image.pull_progress_timeout',
+    flag: { name: '--image-pull-progress-timeout', arg: 'DURATION' },
+    kind: duration(0),
+    // containerd's image_pull_progress_timeout.
+    default: 300_000,
+    help: 'Cancel a pull whose downloads all received nothing for this long; 0s for never',
+  }),
   runtime: setting({
     key: 'runtime.path',
     flag: { name: '--runtime', arg: 'PATH' },
@@ -164,6 +174,15 @@ const DECLARED = {
     default: 'conmon',
     help: 'Container monitor (conmon): an absolute path or a name looked up in PATH',
     details: "It holds each container's stdio, writes its CRI log and exit code, and outlives berthd.",
+  }),
+  monitorCgroup: setting({
+    key: 'runtime.monitor_cgroup',
+    flag: { name: '--monitor-cgroup', arg: 'MODE' },
+    kind: choice(MONITOR_CGROUP_MODES),
+    default: 'berth-monitors',
+    help: `Cgroup of the container monitors: ${MONITOR_CGROUP_MODES.join(' or ')}`,
+    details:
+      "berth-monitors is a cgroup of their own (berth-monitors.slice with the systemd driver), so that stopping berthd's cgroup leaves them running; inherit keeps them in berthd's.",
   }),
   runtimeTimeoutMs: setting({
     key: 'runtime.timeout',
@@ -210,6 +229,16 @@ const DECLARED = {
     default: '',
     example: '/etc/berth/streaming.key',
     help: 'PEM private key of the streaming certificate',
+  }),
+  metricsAddress: setting({
+    key: 'metrics.address',
+    flag: { name: '--metrics-address', arg: 'HOST:PORT' },
+    kind: optionalListenAddress,
+    // 9649: no entry in /etc/services, clear of containerd's and CRI-O's metrics ports (1338, 9537).
+    default: '127.0.0.1:9649',
+    help: 'Prometheus /metrics and /healthz over HTTP; "" turns them off, port 0 picks a free one',
+    details:
+      'Loopback by default; set the node address for a Prometheus elsewhere. The URL is logged at start-up.',
   }),
 };
 

@@ -98,6 +98,10 @@ export const socketPath = stringKind(parseSocketPath);
 export const program = stringKind(parseProgram);
 /** host:port, IPv6 hosts in brackets; an empty host listens on every address. */
 export const listenAddress = stringKind(parseListenAddress);
+/** As listenAddress, or '' for a server that is off. */
+export const optionalListenAddress = stringKind((value, where) =>
+  value === '' ? value : parseListenAddress(value, where),
+);
 
 export function choice<const T extends string>(allowed: readonly T[]): ValueKind<T> {
   return stringKind((value, where) => {

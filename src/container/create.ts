@@ -63,7 +63,7 @@ export class ContainerCreation {
       }),
     );
 
-    const steps = new Steps(log, async (step) => {
+    const steps = new Steps('CreateContainer', log, async (step) => {
       store.containers.beginStep(id, step);
       await pauseIfAsked(
         {

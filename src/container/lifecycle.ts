@@ -136,18 +136,27 @@ export class ContainerLifecycle {
     events.publish(containerChange('STOPPED', exited));
   }
 
-  /** Idempotent: an unknown id is success. A running container is killed first. */
+  /**
+   * Idempotent: an unknown id is success. A running container is killed first. Returns once the
+   * record is gone; its files are deleted in the background (teardown.ts's remove).
+   */
   async remove(idOrPrefix: string): Promise<void> {
-    const found = findContainerIfAny(this.ctx.deps.store, idOrPrefix);
+    const { store, logger } = this.ctx.deps;
+    const found = findContainerIfAny(store, idOrPrefix);
     if (!found) return;
     await this.ctx.lock.with(found.id, async () => {
-      const container = this.ctx.deps.store.containers.get(found.id);
+      const container = store.containers.get(found.id);
       if (!container) return;
-      if (hasProcess(container)) await this.stopLocked(container.id, 0);
-      await this.teardown.all(container.id);
+      const running = hasProcess(container);
+      if (running) await this.stopLocked(container.id, 0);
+      await this.teardown.remove(
+        running ? currentContainer(store, container.id) : container,
+        running,
+        logger,
+      );
       // As containerd: sent once the container is gone, so the pod's statuses no longer list it.
       this.ctx.deps.events.publish(containerChange('DELETED', container));
-      this.ctx.deps.logger.info({ container: container.id }, 'container removed');
+      logger.info({ container: container.id }, 'container removed');
     });
   }
 
@@ -164,8 +173,17 @@ export class ContainerLifecycle {
     );
   }
 
+  /** Returns once their files are gone too, also those of containers removed before: the pod's go next. */
   async removeAllInSandbox(sandboxId: string): Promise<void> {
     await Promise.all(this.createdIn(sandboxId).map((container) => this.remove(container.id)));
+    await this.teardown.filesRemoved(sandboxId);
+  }
+
+  /** For the daemon's stop: the files of removed containers are gone, or left to start-up, when it returns. */
+  async filesRemoved(): Promise<void> {
+    await this.teardown.filesRemoved().catch((err: unknown) => {
+      this.ctx.deps.logger.warn({ err: errorMessage(err) }, 'files of removed containers left for start-up');
+    });
   }
 
   async updateResources(idOrPrefix: string, resources: ContainerResources): Promise<void> {

@@ -98,7 +98,12 @@ async function reconcile(deps: ContainerRecoveryDeps, container: Container, repo
   if (settled === 'killed' || settled === 'lost') report.lost.push(container.id);
 }
 
-/** Leftovers with no record: the same undos as a rollback, from what is on disk. */
+/**
+ * Leftovers with no record: the same undos as a rollback, from what is on disk. They are also what
+ * a RemoveContainer leaves when the daemon dies before its background deletion is done (teardown.ts
+ * remove): container dirs, and conmon's exit files and persist dirs, through which Conmon.release
+ * also finds runc's record and the socket link.
+ */
 async function removeOrphans(
   deps: ContainerRecoveryDeps,
   teardown: ContainerTeardown,

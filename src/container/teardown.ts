@@ -4,8 +4,10 @@ import { run } from '../exec.js';
 import { isRootfsMounted, removeRootfs, rootfsPath } from '../imagestore/rootfs.js';
 import type { Logger } from '../log.js';
 import type { Container } from '../model/container.js';
+import { isConmonOf } from '../monitor/conmon.js';
 import type { ExitWatcher } from '../monitor/exits.js';
-import type { RuntimeHandlers } from '../sandbox/runtimes.js';
+import { pauseIfAsked } from '../operation/pause.js';
+import type { RuntimeHandler, RuntimeHandlers } from '../sandbox/runtimes.js';
 import type { Store } from '../store/index.js';
 import { runtimeOf } from './context.js';
 
@@ -13,11 +15,25 @@ import { runtimeOf } from './context.js';
 export const CREATE_STEPS = ['rootfs', 'spec', 'monitor'] as const;
 export type CreateStep = (typeof CREATE_STEPS)[number];
 
+/** The background part of RemoveContainer, as the test pause hook names it. */
+export const REMOVE_FILES_STEP = 'remove-files';
+
 export interface ContainerTeardownDeps {
-  config: Pick<BerthConfig, 'rootDir'>;
+  config: Pick<BerthConfig, 'rootDir' | 'stateDir'>;
   store: Store;
   runtimes: RuntimeHandlers;
   exits: ExitWatcher;
+  /** Test-only, as ContainerServiceDeps.pauseBeforeStep: the background file removal waits forever. */
+  pauseBeforeStep?: string;
+}
+
+/** A removed container whose files are still being deleted. */
+interface PendingRemoval {
+  sandboxId: string;
+  done: Promise<void>;
+  /** Set when the deletion failed: the next wait for the pod's removals tries again. */
+  failed: boolean;
+  deleteFiles: () => Promise<void>;
 }
 
 type Undo = (id: string) => Promise<void>;
@@ -41,6 +57,9 @@ export class ContainerTeardown {
     monitor: (id) => this.discardProcess(id),
   };
 
+  /** By container id; an entry goes once its files are gone. */
+  private readonly pending = new Map<string, PendingRemoval>();
+
   constructor(private readonly deps: ContainerTeardownDeps) {}
 
   /** The overlay and the container's dir, bundle included. */
@@ -51,9 +70,16 @@ export class ContainerTeardown {
   /** runc's container, its conmon and the files they keep. */
   async discardProcess(id: string): Promise<void> {
     const container = this.deps.store.containers.get(id);
-    // A leftover without a record may have been made by any handler; releasing an unknown id is a no-op.
-    const handlers = container ? [runtimeOf(this.deps, container)] : this.deps.runtimes.all();
-    for (const { conmon } of handlers) await conmon.release(id, container?.monitorPid ?? 0);
+    await this.discardMonitor(id, this.handlersOf(container), container?.monitorPid ?? 0);
+  }
+
+  /** A leftover without a record may have been made by any handler; releasing an unknown id is a no-op. */
+  private handlersOf(container: Container | undefined): RuntimeHandler[] {
+    return container ? [runtimeOf(this.deps, container)] : this.deps.runtimes.all();
+  }
+
+  private async discardMonitor(id: string, handlers: RuntimeHandler[], monitorPid: number): Promise<void> {
+    for (const { conmon } of handlers) await conmon.release(id, monitorPid);
     await this.deps.exits.forget(id);
   }
 
@@ -72,6 +98,83 @@ export class ContainerTeardown {
       await run('umount', [rootfsPath(id, this.deps.config.rootDir)], { timeoutMs: UNMOUNT_TIMEOUT_MS });
     } catch (err) {
       logger.warn({ container: id, err: errorMessage(err) }, 'releasing an exited container failed');
+    }
+  }
+
+  /**
+   * RemoveContainer's teardown of a container with no process left: the record goes, then
+   * everything else is released in the background (conmon if still there, runc's record, the
+   * rootfs mount, the dir with the overlay's upper layer and the bundle, conmon's exit, persist and
+   * socket files), as containerd's RemoveContainer costs little more than its record. A crash
+   * before they are gone leaves them with no record, which start-up sweeps (recovery.ts).
+   * `justStopped`: this removal killed it, so nothing released it yet: its runc record, mount and
+   * conmon go first, and a Remove of a running container leaves nothing running. The CRI log file
+   * is kubelet's and stays.
+   */
+  async remove(container: Container, justStopped: boolean, logger: Logger): Promise<void> {
+    const { id, monitorPid } = container;
+    // Taken while the record is there: the deletion runs on after it (and after the daemon's store closes).
+    const handlers = this.handlersOf(container);
+    if (justStopped) {
+      await this.afterExit(container, logger);
+      if (monitorPid > 0 && (await isConmonOf(monitorPid, id)))
+        await this.discardMonitor(id, handlers, monitorPid);
+    }
+    this.deps.store.containers.delete(id);
+    const removal: PendingRemoval = {
+      sandboxId: container.sandboxId,
+      done: Promise.resolve(),
+      failed: false,
+      // The monitor's files go first: Conmon.release deletes its persist dir last, since start-up
+      // finds runc's record and the socket link through it; the container dir is found by itself.
+      // The conmon of an exited container exits by itself: it is only killed if it lingers.
+      deleteFiles: async () => {
+        await this.discardMonitor(id, handlers, monitorPid);
+        await this.removeFiles(id);
+      },
+    };
+    this.pending.set(id, removal);
+    removal.done = this.deleteInBackground(id, removal, logger);
+  }
+
+  /**
+   * Resolves once the files of the removed containers of `sandboxId` (of every pod when omitted)
+   * are gone, for RemovePodSandbox and the daemon's stop. A deletion that failed is tried again
+   * here; if it fails again, this rejects, and start-up sweeps the files if nobody retries.
+   */
+  async filesRemoved(sandboxId?: string): Promise<void> {
+    const waited = [...this.pending.entries()].filter(
+      ([, removal]) => sandboxId === undefined || removal.sandboxId === sandboxId,
+    );
+    await Promise.all(
+      waited.map(async ([id, removal]) => {
+        await removal.done;
+        if (!removal.failed) return;
+        await removal.deleteFiles();
+        if (this.pending.get(id) === removal) this.pending.delete(id);
+      }),
+    );
+  }
+
+  private async deleteInBackground(id: string, removal: PendingRemoval, logger: Logger): Promise<void> {
+    try {
+      await pauseIfAsked(
+        {
+          pauseBeforeStep: this.deps.pauseBeforeStep,
+          stateDir: this.deps.config.stateDir,
+          operation: 'RemoveContainer',
+        },
+        REMOVE_FILES_STEP,
+        logger,
+      );
+      await removal.deleteFiles();
+      this.pending.delete(id);
+    } catch (err) {
+      removal.failed = true;
+      logger.warn(
+        { container: id, err: errorMessage(err) },
+        'removing the files of a removed container failed',
+      );
     }
   }
 

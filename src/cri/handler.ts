@@ -48,12 +48,23 @@ export type StreamHandlers<Service> = {
     : never;
 };
 
+/** How one call ended: `code` is the gRPC status name (OK, NOT_FOUND, CANCELLED, ...). */
+export interface RpcDone {
+  service: string;
+  method: string;
+  code: string;
+  seconds: number;
+}
+
 /**
- * Turns domain handlers into grpc-js ones: logging, cancellation, and errors mapped to status codes
- * (src/cri/status.ts), the same for every rpc of both services.
+ * Turns domain handlers into grpc-js ones: logging, cancellation, errors mapped to status codes
+ * (src/cri/status.ts), and every call's end told to `onDone`, the same for every rpc of both services.
  */
 export class RpcEdge {
-  constructor(private readonly logger: Logger) {}
+  constructor(
+    private readonly logger: Logger,
+    private readonly onDone: (done: RpcDone) => void = () => {},
+  ) {}
 
   unary<Req, Res>(handler: UnaryHandler<Req, Res>): handleUnaryCall<Req, Res> {
     return (call, callback) => this.serve(call, handler, callback);
@@ -82,11 +93,10 @@ export class RpcEdge {
     call: ServerWritableStream<Req, Res>,
     handler: StreamHandler<Req, Res>,
   ): Promise<void> {
-    const rpc = rpcOf(call).method;
-    const started = process.hrtime.bigint();
-    const elapsedMs = (): number => Number(process.hrtime.bigint() - started) / 1e6;
+    const { rpc, elapsedMs, done } = this.begin(call);
     if (call.request instanceof MalformedRequest) {
       this.logger.warn({ rpc, err: call.request.reason }, 'malformed request');
+      done(status.INVALID_ARGUMENT);
       call.emit('error', toServiceError(malformed(call.request)));
       return;
     }
@@ -106,9 +116,11 @@ export class RpcEdge {
         // Lets the handler's finally blocks run; nothing is pending on it any more.
         await messages.return?.();
         this.logger.debug({ rpc, sent, ms: elapsedMs() }, 'stream cancelled by the client');
+        done(status.CANCELLED);
         return;
       }
       this.logger.debug({ rpc, sent, ms: elapsedMs() }, 'stream ended');
+      done(status.OK);
       call.end();
     } catch (err) {
       const serviceError = toServiceError(err);
@@ -116,6 +128,7 @@ export class RpcEdge {
         { rpc, sent, ms: elapsedMs(), code: status[serviceError.code], err: serviceError.message },
         'stream failed',
       );
+      done(cancelled.signal.aborted ? status.CANCELLED : serviceError.code);
       if (!cancelled.signal.aborted) call.emit('error', serviceError);
     }
   }
@@ -126,12 +139,11 @@ export class RpcEdge {
     handler: UnaryHandler<Req, Res>,
     reply: sendUnaryData<Res>,
   ): void {
-    const rpc = rpcOf(call).method;
-    const started = process.hrtime.bigint();
-    const elapsedMs = (): number => Number(process.hrtime.bigint() - started) / 1e6;
+    const { rpc, elapsedMs, done } = this.begin(call);
     // loader.ts hands over a request whose bytes did not decode as a MalformedRequest.
     if (call.request instanceof MalformedRequest) {
       this.logger.warn({ rpc, err: call.request.reason }, 'malformed request');
+      done(status.INVALID_ARGUMENT);
       reply(toServiceError(malformed(call.request)));
       return;
     }
@@ -140,6 +152,7 @@ export class RpcEdge {
     handler(call.request, { signal: cancelled.signal }).then(
       (response) => {
         this.logger.debug({ rpc, ms: elapsedMs() }, 'rpc');
+        done(status.OK);
         reply(null, response);
       },
       (err: unknown) => {
@@ -148,9 +161,24 @@ export class RpcEdge {
           { rpc, ms: elapsedMs(), code: status[serviceError.code], err: serviceError.message },
           'rpc failed',
         );
+        done(serviceError.code);
         reply(serviceError);
       },
     );
+  }
+
+  /** The call's name for the log, its clock, and the one place its end is reported. */
+  private begin(call: Pick<ServerUnaryCall<unknown, unknown>, 'getPath'>): {
+    rpc: string;
+    elapsedMs: () => number;
+    done: (code: status) => void;
+  } {
+    const { service, method } = rpcOf(call);
+    const started = process.hrtime.bigint();
+    const elapsedMs = (): number => Number(process.hrtime.bigint() - started) / 1e6;
+    const done = (code: status): void =>
+      this.onDone({ service, method, code: status[code], seconds: elapsedMs() / 1000 });
+    return { rpc: method, elapsedMs, done };
   }
 }
 

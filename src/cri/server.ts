@@ -3,7 +3,7 @@ import { chmod, mkdir, mkdtemp, readdir, rename, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { BerthConfig } from '../config/types.js';
 import type { Logger } from '../log.js';
-import { RpcEdge } from './handler.js';
+import { RpcEdge, type RpcDone } from './handler.js';
 import { loadCriServices, type CriServices } from './loader.js';
 import { imageService, runtimeService, type CriDomains } from './services.js';
 
@@ -20,8 +20,9 @@ export async function serveCri(
   domains: CriDomains,
   logger: Logger,
   services: CriServices<ServiceDefinition> = loadCriServices(),
+  onRpcDone?: (done: RpcDone) => void,
 ): Promise<CriServer> {
-  const edge = new RpcEdge(logger);
+  const edge = new RpcEdge(logger, onRpcDone);
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   server.addService(services.runtime, runtimeService(config, domains, edge));
   server.addService(services.image, imageService(domains.images, edge));

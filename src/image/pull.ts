@@ -9,7 +9,8 @@ import type { Logger } from '../log.js';
 import type { RegistryClient, RegistryCredentials } from '../registry/client.js';
 import { MEDIA_TYPES, type Descriptor, type ImageIndex, type ImageManifest } from '../registry/manifest.js';
 import { selectPlatform } from '../registry/platform.js';
-import type { ImageReference } from '../registry/reference.js';
+import { TransferWatch } from '../registry/progress.js';
+import { formatReference, type ImageReference } from '../registry/reference.js';
 import { detectCompression, unpackLayer } from '../unpack/index.js';
 import { SingleFlight } from './singleflight.js';
 import type { ImageConfig } from '../model/image.js';
@@ -35,6 +36,8 @@ export interface PullerDeps {
   logger: Logger;
   /** Layers fetched at once per pull; registries and disks both prefer a few streams to many. */
   layerConcurrency?: number;
+  /** A pull whose downloads all received nothing for this long is cancelled; 0 or unset: never. */
+  progressTimeoutMs?: number;
 }
 
 /**
@@ -65,6 +68,12 @@ export class Puller {
     signal?: AbortSignal,
   ): Promise<PulledImage> {
     const { registry } = this.deps;
+    // Lives as long as the downloads it tracks: one another pull still shares keeps its watch.
+    const watch = new TransferWatch({
+      image: formatReference(ref),
+      stallTimeoutMs: this.deps.progressTimeoutMs ?? 0,
+      logger: this.deps.logger,
+    });
     const top = await registry.fetchManifest(ref, auth, { ...(signal ? { signal } : {}) });
     // Small blobs are stored while the pull goes on; the flush waits for them.
     const writes: Promise<void>[] = [];
@@ -99,7 +108,7 @@ export class Puller {
 
     // Everything else comes from the endpoint that answered, so a mirror serves a whole image.
     const via = top.endpoint;
-    const configBytes = await this.fetchConfig(ref, manifest.config, via, keep, auth, signal);
+    const configBytes = await this.fetchConfig(ref, manifest.config, via, keep, watch, auth, signal);
     const config = parseJson<ImageConfig>(configBytes, 'image config');
     // The store reads the config back as an object; anything else would make the image unreadable.
     if (typeof config !== 'object' || config === null || Array.isArray(config)) {
@@ -118,7 +127,7 @@ export class Puller {
       size: layer.size,
       mediaType: layer.mediaType,
     }));
-    await this.forEachLimited(layers, (layer) => this.ensureLayer(ref, layer, via, auth, signal));
+    await this.forEachLimited(layers, (layer) => this.ensureLayer(ref, layer, via, watch, auth, signal));
     // The caller records the image next: everything it relies on must be on disk first.
     await Promise.all(writes);
     await this.flush.flush();
@@ -141,6 +150,7 @@ export class Puller {
     desc: Descriptor,
     via: string,
     keep: (digest: string, bytes: Buffer) => void,
+    watch: TransferWatch,
     auth?: RegistryCredentials,
     signal?: AbortSignal,
   ): Promise<Buffer> {
@@ -150,7 +160,10 @@ export class Puller {
       preferEndpoint: via,
       ...(signal ? { signal } : {}),
     });
-    const bytes = await readVerified({ digest: desc.digest, size: desc.size }, blob.stream);
+    const bytes = await readVerified(
+      { digest: desc.digest, size: desc.size },
+      watch.track(blob.stream, desc),
+    );
     keep(desc.digest, bytes);
     return bytes;
   }
@@ -170,6 +183,7 @@ export class Puller {
     ref: ImageReference,
     layer: ImageLayerRef,
     via: string,
+    watch: TransferWatch,
     auth?: RegistryCredentials,
     signal?: AbortSignal,
   ): Promise<void> {
@@ -190,7 +204,7 @@ export class Puller {
             downloaded = true;
             const blob = await registry.fetchBlob(ref, layer, auth, { preferEndpoint: via, signal: shared });
             this.flush.noteWrite(content.rootDir);
-            await this.ingestAndUnpack(layer, blob.stream, tmp);
+            await this.ingestAndUnpack(layer, watch.track(blob.stream, layer), tmp);
           }
           shared.throwIfAborted();
           this.flush.noteWrite(layers.layersDir);

@@ -15,7 +15,14 @@ export interface PullerParts extends PullSettings {
   logger: Logger;
 }
 
-export function createPuller({ hosts, timeoutMs, content, layers, logger }: PullerParts): Puller {
+export function createPuller({
+  hosts,
+  timeoutMs,
+  progressTimeoutMs,
+  content,
+  layers,
+  logger,
+}: PullerParts): Puller {
   const registry = new RegistryClient({ hosts, timeoutMs, logger });
-  return new Puller({ registry, content, layers, logger });
+  return new Puller({ registry, content, layers, logger, progressTimeoutMs: progressTimeoutMs ?? 0 });
 }

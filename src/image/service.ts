@@ -40,13 +40,21 @@ export interface ImageServiceDeps {
   logger: Logger;
   /** Ids of the containers whose rootfs is made from the image; they keep it from being removed. */
   usedBy?: (imageId: string) => string[];
+  /** Told of each pull's end, once per pull however many callers share it (berthd's metrics). */
+  onPullDone?: (done: PullDone) => void;
 }
+
+/** `bytes`: the pulled image's size (its config and compressed layers), whether fetched or already held. */
+export type PullDone =
+  { ok: true; bytes: number; seconds: number } | { ok: false; error: unknown; seconds: number };
 
 /** What pulls need besides the stores; the registry client itself is made on the first pull. */
 export interface PullSettings {
   hosts: RegistryHosts;
   /** Deadline for each registry request's response headers. */
   timeoutMs: number;
+  /** A pull that receives nothing for this long is cancelled; 0 or unset: never. */
+  progressTimeoutMs?: number;
 }
 
 export class ImageService {
@@ -66,7 +74,11 @@ export class ImageService {
       async (shared) => {
         const started = Date.now();
         const puller = await this.loadPuller();
-        const pulled = await puller.pull(ref, auth, shared);
+        const seconds = (): number => (Date.now() - started) / 1000;
+        const pulled = await puller.pull(ref, auth, shared).catch((error: unknown): never => {
+          this.deps.onPullDone?.({ ok: false, error, seconds: seconds() });
+          throw error;
+        });
         const now = nowNanos();
         const record: ImageRecord = {
           id: pulled.id,
@@ -87,6 +99,7 @@ export class ImageService {
           { image: formatReference(ref), id: pulled.id, ms: Date.now() - started },
           'image pulled',
         );
+        this.deps.onPullDone?.({ ok: true, bytes: pulled.size, seconds: seconds() });
         return pulled.id;
       },
       signal,

@@ -24,6 +24,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { constants, type Stats } from 'node:fs';
 import { mkdir, open, readFile, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
 import { watch } from 'node:fs';
+import { Writable } from 'node:stream';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import {
   AlreadyExistsError,
@@ -35,6 +36,7 @@ import {
 import { findProgram } from '../exec.js';
 import { CREATE_LOG, Runc, readLoggedErrors } from '../oci/runc.js';
 import { isRunning, killQuietly, parentPid, readPidFile, waitForExit } from '../process/index.js';
+import type { MonitorCgroup } from './cgroup.js';
 import { MONITOR_ID_PATTERN } from './exits.js';
 import { checkLogPath, prepareLogPath } from './logs.js';
 
@@ -54,6 +56,8 @@ export interface ConmonOptions {
   persistDir: string;
   /** Deadline for one create (conmon plus runc create), and for each runc call of a cleanup. */
   timeoutMs: number;
+  /** Where each conmon is moved before it forks its daemon and runc. */
+  cgroup: MonitorCgroup;
 }
 
 export interface MonitorCreateRequest {
@@ -101,6 +105,12 @@ const MONITOR_PID_FILE = 'conmon.pid';
 const BUNDLE_ARTEFACTS = ['ctl', 'winsz', 'attach', CONTAINER_PID_FILE, MONITOR_PID_FILE];
 /** A SIGKILLed process is gone within milliseconds unless the kernel is stuck. */
 const KILL_WAIT_MS = 5_000;
+/**
+ * The child's fds for conmon's pipes. conmon blocks on the start pipe before it forks anything, so
+ * the cgroup it is moved into meanwhile is the one its daemon, and runc, are born in.
+ */
+const SYNC_PIPE_FD = 3;
+const START_PIPE_FD = 4;
 /** conmon writes one JSON object on its sync pipe; more than this is not conmon talking. */
 const SYNC_MESSAGE_MAX = 64 * 1024;
 
@@ -185,7 +195,7 @@ export class Conmon {
       child = spawn(this.opts.binary, this.args(req, runtime), {
         cwd: persistDir,
         env: conmonEnv(),
-        stdio: ['ignore', out.fd, out.fd, 'pipe'],
+        stdio: ['ignore', out.fd, out.fd, 'pipe', 'pipe'],
         detached: true,
       });
       // Listening before any await: a spawn error is emitted on the next tick.
@@ -193,6 +203,10 @@ export class Conmon {
       sync = awaitSyncMessage(child, this.opts.timeoutMs);
     } finally {
       await out.close();
+    }
+    const placed = await this.releaseStart(child);
+    if (placed !== null) {
+      return this.fail(req, 0, `cannot move conmon into its cgroup: ${placed}`);
     }
     const outcome = await sync;
     if (outcome.kind === 'spawn-error') {
@@ -309,6 +323,28 @@ export class Conmon {
     throw new MonitorError(req.id, `${said || fallback}${leftover}`, o.timedOut ?? false);
   }
 
+  /**
+   * Moves the waiting conmon into the monitors' cgroup, then lets it go on. When the move fails,
+   * kills it before closing the pipe (EOF would let it go on too) and returns why. A conmon that
+   * could not be spawned has no pid: the sync outcome reports it.
+   */
+  private async releaseStart(child: ChildProcess): Promise<string | null> {
+    const startPipe = child.stdio[START_PIPE_FD];
+    if (child.pid === undefined || !(startPipe instanceof Writable)) return null;
+    try {
+      await this.opts.cgroup.place(child.pid);
+    } catch (err) {
+      killQuietly(child.pid);
+      await waitForExit(child.pid, KILL_WAIT_MS);
+      startPipe.destroy();
+      return errorMessage(err);
+    }
+    // conmon only needs the read to return; it closes its end right after.
+    startPipe.on('error', () => undefined);
+    startPipe.end('0');
+    return null;
+  }
+
   private resolveRuntime(): Promise<string> {
     this.runtimePath ??= findProgram(this.opts.runtime).catch((err: unknown) => {
       this.runtimePath = null;
@@ -391,11 +427,9 @@ function validate(req: MonitorCreateRequest): void {
   if (req.logPath !== '') checkLogPath(req.logPath);
 }
 
-/** The environment conmon gets: ours, with the sync pipe named and no start pipe to wait on. */
+/** The environment conmon gets: ours, with its sync and start pipes named. */
 function conmonEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, _OCI_SYNCPIPE: '3' };
-  delete env._OCI_STARTPIPE;
-  return env;
+  return { ...process.env, _OCI_SYNCPIPE: String(SYNC_PIPE_FD), _OCI_STARTPIPE: String(START_PIPE_FD) };
 }
 
 /**
@@ -403,7 +437,7 @@ function conmonEnv(): NodeJS.ProcessEnv {
  * container lives, so EOF is never waited for after a message; EOF before one means conmon died.
  */
 function awaitSyncMessage(child: ChildProcess, timeoutMs: number): Promise<SyncOutcome> {
-  const pipe = child.stdio[3];
+  const pipe = child.stdio[SYNC_PIPE_FD];
   return new Promise<SyncOutcome>((resolve) => {
     let buffered = '';
     let settled = false;

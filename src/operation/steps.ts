@@ -14,6 +14,26 @@ export interface AbandonedOperation {
   keepFailed(failure: StepError): void;
 }
 
+/** How one step of an operation ended, for whoever watches them (berthd's metrics). */
+export interface StepOutcome {
+  operation: string;
+  step: string;
+  seconds: number;
+  ok: boolean;
+}
+
+export type StepWatcher = (outcome: StepOutcome) => void;
+
+// Process-wide rather than handed to each Steps: the services that run operations need not carry
+// an observer they never use, and this module stays free of any metrics library.
+const stepWatchers = new Set<StepWatcher>();
+
+/** Tells `watcher` of every step's end from now on; returns the function that stops it. */
+export function watchSteps(watcher: StepWatcher): () => void {
+  stepWatchers.add(watcher);
+  return () => stepWatchers.delete(watcher);
+}
+
 /**
  * Runs the named steps of one operation: each is journaled (onBegin) before it acts, registers its
  * undo before it acts, is timed, and fails as a StepError naming it. Steps may run concurrently;
@@ -24,6 +44,8 @@ export class Steps {
   private readonly undos: UndoStack;
 
   constructor(
+    /** The operation's name as watchers see it, e.g. RunPodSandbox. */
+    private readonly operation: string,
     private readonly logger: Logger,
     private readonly onBegin: (step: string) => Promise<void>,
   ) {
@@ -33,12 +55,18 @@ export class Steps {
   async run<T>(name: string, act: () => Promise<T>): Promise<T> {
     await this.onBegin(name);
     const started = performance.now();
+    let ok = false;
     try {
-      return await act();
+      const result = await act();
+      ok = true;
+      return result;
     } catch (err) {
       throw toStepError(name, err);
     } finally {
-      this.timingsMs[name] = Math.round((performance.now() - started) * 10) / 10;
+      const ms = performance.now() - started;
+      this.timingsMs[name] = Math.round(ms * 10) / 10;
+      const outcome = { operation: this.operation, step: name, seconds: ms / 1000, ok };
+      for (const watcher of stepWatchers) watcher(outcome);
     }
   }
 

@@ -24,9 +24,10 @@ import {
   RegistryNotFoundError,
   RegistryConnectError,
   RegistryUnavailableError,
+  MirrorsNotFoundError,
   type EndpointFailure,
 } from './errors.js';
-import { endpointsFor, type RegistryHosts } from './hosts.js';
+import { endpointsFor, isMirrorsOnly, type RegistryHosts } from './hosts.js';
 import { drain, HttpTransport, readBody, type HttpResponse } from './http.js';
 import type { Endpoint, RegistryCredentials } from './types.js';
 
@@ -228,6 +229,7 @@ export class RegistryClient {
         );
       }
     }
+    if (isMirrorsOnly(this.hosts, registry)) throw mirrorsOnlyFailure(registry, what, failures);
     const [only] = failures;
     if (failures.length === 1 && only) throw only.error;
     throw new RegistryUnavailableError(what, failures);
@@ -397,6 +399,21 @@ function isFinal(err: unknown, endpoint: Endpoint): boolean {
   return (
     err instanceof RegistryAuthError || (err instanceof RegistryNotFoundError && endpoint.role === 'origin')
   );
+}
+
+/**
+ * Every mirror failed and the origin is off limits: the error must say so, or whoever reads it
+ * goes looking for why the origin refused.
+ */
+function mirrorsOnlyFailure(registry: string, what: string, failures: readonly EndpointFailure[]): Error {
+  const note = ` (mirrors_only is set for ${registry}, so its origin was not tried)`;
+  if (failures.length === 0) {
+    return new RegistryError(`${what}: no mirror is configured${note}`);
+  }
+  if (failures.every((f) => f.error instanceof RegistryNotFoundError)) {
+    return new MirrorsNotFoundError(what, failures, note);
+  }
+  return new RegistryUnavailableError(what, failures, note);
 }
 
 function contentLength(res: HttpResponse): number | null {

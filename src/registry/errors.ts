@@ -2,7 +2,7 @@
  * Errors of the registry client. The CRI layer maps them to gRPC codes (src/cri/status.ts); each
  * class says which code it stands for.
  */
-import { BerthError, NotFoundError } from '../errors.js';
+import { BerthError, DeadlineExceededError, NotFoundError } from '../errors.js';
 
 /**
  * A registry did not serve what was asked, for a reason other than those below: a 5xx, an
@@ -73,18 +73,47 @@ export interface EndpointFailure {
 
 /**
  * Every endpoint (mirrors, then origin) failed without a final answer: connection errors, 5xx,
- * timeouts, a mirror's 404. Lists each endpoint's failure. CRI: UNKNOWN (or UNAVAILABLE).
+ * timeouts, a mirror's 404. Lists each endpoint's failure; `note` says why the list is what it
+ * is (the origin left out by `mirrors_only`). CRI: UNAVAILABLE.
  */
 export class RegistryUnavailableError extends RegistryError {
   override name = 'RegistryUnavailableError';
   constructor(
     what: string,
     readonly failures: readonly EndpointFailure[],
+    note = '',
   ) {
-    super(
-      `${what}: every endpoint failed: ${failures.map((f) => `${f.endpoint}: ${f.error.message}`).join('; ')}`,
-    );
+    super(`${what}: every endpoint failed${note}: ${describeFailures(failures)}`);
   }
+}
+
+/**
+ * With `mirrors_only`, every mirror said it does not have it, and the origin (which might) is off
+ * limits. A NotFoundError, so CRI: NOT_FOUND, which kubelet reports as ErrImagePull.
+ */
+export class MirrorsNotFoundError extends NotFoundError {
+  override name = 'MirrorsNotFoundError';
+  constructor(
+    what: string,
+    readonly failures: readonly EndpointFailure[],
+    note: string,
+  ) {
+    super('image', what);
+    this.message = `${what}: not found on any mirror${note}: ${describeFailures(failures)}`;
+  }
+}
+
+/**
+ * A blob download received nothing for the pull's progress timeout and was cancelled, as
+ * containerd's image_pull_progress_timeout does. CRI: DEADLINE_EXCEEDED; kubelet reports any
+ * pull error as ErrImagePull and retries with back-off.
+ */
+export class PullStalledError extends DeadlineExceededError {
+  override name = 'PullStalledError';
+}
+
+function describeFailures(failures: readonly EndpointFailure[]): string {
+  return failures.map((f) => `${f.endpoint}: ${f.error.message}`).join('; ');
 }
 
 /**

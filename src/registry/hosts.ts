@@ -33,6 +33,11 @@ export interface RegistryConfig extends HostSettings {
   mirrors: MirrorConfig[];
   /** Replaces the origin's URL (containerd's `server`); null: derived from the registry name. */
   server: string | null;
+  /**
+   * Never contact the origin, only the mirrors (an air-gapped node). null: unset, so the "*"
+   * section decides for a registry with a section of its own.
+   */
+  mirrorsOnly: boolean | null;
 }
 
 export interface RegistryHosts {
@@ -113,7 +118,14 @@ type Fail = (key: string, problem: string) => never;
 
 const CREDENTIAL_KEYS = ['username', 'password', 'auth', 'identity_token'] as const;
 const MIRROR_KEYS = new Set(['url', 'insecure', 'skip_verify', ...CREDENTIAL_KEYS]);
-const REGISTRY_KEYS = new Set(['mirrors', 'server', 'insecure', 'skip_verify', ...CREDENTIAL_KEYS]);
+const REGISTRY_KEYS = new Set([
+  'mirrors',
+  'mirrors_only',
+  'server',
+  'insecure',
+  'skip_verify',
+  ...CREDENTIAL_KEYS,
+]);
 
 function parseRegistrySection(value: unknown, where: string, fail: Fail): RegistryConfig {
   const table = asTable(value, where, fail);
@@ -131,7 +143,13 @@ function parseRegistrySection(value: unknown, where: string, fail: Fail): Regist
     server = asString(table.server, `${where}.server`, fail);
     checkUrl(server, settings, `${where}.server`, fail);
   }
-  return { ...settings, mirrors, server };
+  const mirrorsOnly =
+    table.mirrors_only === undefined ? null : asBoolean(table.mirrors_only, `${where}.mirrors_only`, fail);
+  // `server` is the origin's address; with the origin never contacted it would be dead config.
+  if (mirrorsOnly === true && server !== null) {
+    fail(`${where}.mirrors_only`, 'contradicts server (the origin is never contacted with mirrors_only)');
+  }
+  return { ...settings, mirrors, server, mirrorsOnly };
 }
 
 function parseMirror(value: unknown, where: string, fail: Fail): MirrorConfig {
@@ -216,9 +234,9 @@ function apiBase(url: string): string {
 }
 
 /**
- * The endpoints to try for `registry`, in order: its mirrors, then the origin. The registry's own
- * section applies, else the "*" section, else defaults. `docker.io`'s origin is registry-1.docker.io;
- * loopback registries default to plain HTTP.
+ * The endpoints to try for `registry`, in order: its mirrors, then the origin unless
+ * `mirrors_only` is in force. The registry's own section applies, else the "*" section, else
+ * defaults. `docker.io`'s origin is registry-1.docker.io; loopback registries default to plain HTTP.
  */
 export function endpointsFor(hosts: RegistryHosts, registry: string): Endpoint[] {
   const key = registryKey(registry);
@@ -228,6 +246,7 @@ export function endpointsFor(hosts: RegistryHosts, registry: string): Endpoint[]
     if (!endpoints.some((x) => x.url === e.url)) endpoints.push(e);
   };
   for (const m of config?.mirrors ?? []) add(toEndpoint(m.url, m, 'mirror'));
+  if (isMirrorsOnly(hosts, registry)) return endpoints;
 
   const settings: HostSettings = config ?? { insecure: null, skipVerify: false, credentials: null };
   if (config?.server != null) {
@@ -238,6 +257,14 @@ export function endpointsFor(hosts: RegistryHosts, registry: string): Endpoint[]
     add(toEndpoint(key, settings, 'origin'));
   }
   return endpoints;
+}
+
+/**
+ * Whether `registry`'s origin is off limits: its own section's `mirrors_only` when it sets one,
+ * else the "*" section's, so one line in "*" keeps a whole node off the internet.
+ */
+export function isMirrorsOnly(hosts: RegistryHosts, registry: string): boolean {
+  return hosts.registries.get(registryKey(registry))?.mirrorsOnly ?? hosts.wildcard?.mirrorsOnly ?? false;
 }
 
 /** Lowercase; the legacy Docker Hub name is Docker Hub. */

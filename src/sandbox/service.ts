@@ -139,7 +139,7 @@ export class SandboxService {
     sandboxes.insert(sandbox);
     this.deps.events.publish(sandboxChange('CREATED', id));
 
-    const steps = new Steps(log, async (step) => {
+    const steps = new Steps('RunPodSandbox', log, async (step) => {
       sandboxes.beginStep(id, step);
       await pauseIfAsked(
         {

@@ -11,6 +11,7 @@ import {
   type ConmonOptions,
   type MonitorCreateRequest,
 } from '../../src/monitor/conmon.js';
+import { MonitorCgroup } from '../../src/monitor/cgroup.js';
 import { ExitWatcher, type ExitRecord } from '../../src/monitor/exits.js';
 import { Runc } from '../../src/oci/runc.js';
 import type { Spec } from '../../src/oci/spec.js';
@@ -37,6 +38,7 @@ const opts: ConmonOptions = {
   socketDir: join(base, 's'),
   persistDir: join(base, 'persist'),
   timeoutMs: T,
+  cgroup: new MonitorCgroup('berth-monitors', 'cgroupfs'),
 };
 const conmon = new Conmon(opts);
 const runc = new Runc({ binary: 'runc', root: opts.runtimeRoot, systemdCgroup: false, timeoutMs: T });

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { status } from '@grpc/grpc-js';
+import { REMOVE_FILES_STEP } from '../../src/container/teardown.js';
 import { run } from '../../src/exec.js';
 import { readMountInfo } from '../../src/mounts/mountinfo.js';
 import { isRunning, parentPid } from '../../src/process/index.js';
@@ -112,6 +113,36 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       });
     }
 
+    test('kill -9 after RemoveContainer returned, before its files were deleted: start-up removes them', async (t) => {
+      const d = daemon();
+      const pod = await runPodFor(t, d, 'pause-remove');
+      await d.stop();
+      await startAndLog(d, { [PAUSE_BEFORE_STEP_ENV]: REMOVE_FILES_STEP });
+      const id = await createStarted(d, pod, 'removed');
+      const logFile = join(d.base, 'logs', 'pause-remove', 'removed', '0.log');
+      await waitFor(() => exists(logFile), 10_000, { what: 'the container log file' });
+      await d.cri.call('StopContainer', { container_id: id, timeout: 0 });
+      // Returns although the deletion of its files is paused for good.
+      await d.cri.call('RemoveContainer', { container_id: id });
+      const pauseFile = await d.pausedBefore(REMOVE_FILES_STEP);
+      await rejectsWith(containerStatus(d.cri, id), status.NOT_FOUND);
+      assert.ok(!containerRows(d).some((row) => row.id === id), 'the row outlived RemoveContainer');
+      const left = await leftoversOf(d, id);
+      assert.ok(left.includes(`dir ${containerDir(d, id)}`), `no files left to sweep: ${left.join(', ')}`);
+      assert.ok(left.includes(`file ${join(d.stateDir, 'exits', id)}`), `no exit file: ${left.join(', ')}`);
+
+      await d.kill9();
+      await rm(pauseFile);
+      const { log } = await startAndLog(d);
+      assertLogged(log, 'removed a container dir with no record', { container: id });
+      assert.deepEqual(await leftoversOf(d, id), []);
+      // The CRI log file is kubelet's: berth leaves it.
+      assert.ok(await exists(logFile), 'the container log file was removed');
+      await assertPodWorks(d, pod, 'after-remove');
+      await removePod(d, pod);
+      await assertHostClean(d);
+    });
+
     test('kill -9 after conmon reported the container, before the row recorded it: rolled back', async (t) => {
       const d = daemon();
       const pod = await runPodFor(t, d, 'unrecorded');
@@ -200,7 +231,7 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       assert.ok(BigInt(st.finished_at) < at, 'finished_at not before the restart');
 
       await d.cri.call('RemoveContainer', { container_id: id });
-      assert.deepEqual(await leftoversOf(d, id), []);
+      await assertNoLeftovers(d, id);
       await removePod(d, pod);
       await assertHostClean(d);
     });
@@ -246,7 +277,7 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
 
       for (const monitor of monitors) assert.ok(!(await isRunning(monitor)));
       await d.cri.call('RemoveContainer', { container_id: alive });
-      assert.deepEqual(await leftoversOf(d, alive, alivePid), []);
+      await assertNoLeftovers(d, alive, alivePid);
       await removePod(d, pod);
       assert.deepEqual(await leftoversOf(d, dead, deadPid), []);
       await assertHostClean(d);
@@ -296,7 +327,7 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       assert.deepEqual(await d.runcContainers(), []);
 
       await d.cri.call('RemoveContainer', { container_id: running });
-      assert.deepEqual(await leftoversOf(d, running, pid), []);
+      await assertNoLeftovers(d, running, pid);
       await removePod(d, pod);
       for (const id of [created, done]) assert.deepEqual(await leftoversOf(d, id), []);
       await assertHostClean(d);
@@ -536,7 +567,7 @@ async function assertPodWorks(d: TestDaemon, pod: Pod, name: string): Promise<vo
   assert.equal(res.exit_code, 0, res.stderr.toString());
   assert.equal(res.stdout.toString(), 'alive\n');
   await d.cri.call('RemoveContainer', { container_id: id });
-  assert.deepEqual(await leftoversOf(d, id), [], `leftovers of ${name}`);
+  await assertNoLeftovers(d, id, 0, name);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -595,6 +626,15 @@ async function leftoversOf(d: TestDaemon, id: string, pid = 0): Promise<string[]
   for (const monitor of await d.conmonPids(id)) found.push(`conmon ${monitor}`);
   if (pid > 0 && (await isRunning(pid))) found.push(`container process ${pid}`);
   return found;
+}
+
+/**
+ * After RemoveContainer: its record goes at once, its files in the background; nothing of it may
+ * stay once they are done.
+ */
+async function assertNoLeftovers(d: TestDaemon, id: string, pid = 0, name = id): Promise<void> {
+  await waitFor(async () => (await leftoversOf(d, id, pid)).length === 0, 10_000).catch(() => undefined);
+  assert.deepEqual(await leftoversOf(d, id, pid), [], `leftovers of ${name}`);
 }
 
 /** SIGKILLs the conmon of container `id` (its init's parent) and returns its pid once it is gone. */

@@ -286,8 +286,11 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
       assert.equal(st.state, 'CONTAINER_EXITED');
       assert.ok((await namesIn(join(daemon.rootDir, 'containers'))).includes(id));
       await remove(id);
-      assert.ok(!(await namesIn(join(daemon.rootDir, 'containers'))).includes(id));
       await rejectsWith(containerStatus(daemon.cri, id), status.NOT_FOUND);
+      // The record goes first; the files follow in the background.
+      await waitFor(async () => !(await namesIn(join(daemon.rootDir, 'containers'))).includes(id), 10_000, {
+        what: `container dir of ${id} removed`,
+      });
     }
   });
 
@@ -520,11 +523,29 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   });
 
   /** What a failed create must not leave: container dirs, runc containers, exit files. */
+  /**
+   * Once the files of removed containers are gone (RemoveContainer deletes them in the background):
+   * every container dir and exit file then belongs to a container or pod the API lists.
+   */
   async function hostState(): Promise<{ dirs: string[]; runc: string[]; exits: string[] }> {
-    return {
+    const read = async () => ({
       dirs: (await namesIn(join(daemon.rootDir, 'containers'))).sort(),
       runc: (await daemon.runcContainers()).sort(),
       exits: (await namesIn(join(daemon.stateDir, 'exits'))).sort(),
+    });
+    const listed = async (): Promise<Set<string>> => {
+      const containers = await daemon.cri.call<{ containers: { id: string }[] }>('ListContainers', {});
+      const pods = await daemon.cri.call<{ items: { id: string }[] }>('ListPodSandbox', {});
+      return new Set([...containers.containers, ...pods.items].map((record) => record.id));
     };
+    await waitFor(
+      async () => {
+        const [state, known] = [await read(), await listed()];
+        return [...state.dirs, ...state.exits].every((name) => known.has(name));
+      },
+      10_000,
+      { what: 'the files of removed containers deleted' },
+    );
+    return read();
   }
 });

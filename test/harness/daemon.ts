@@ -6,6 +6,7 @@ import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { ensureCgroup, membershipsOf, moveProcess } from '../../src/cgroups/hierarchy.js';
 import { run } from '../../src/exec.js';
 import { isMounted } from '../../src/netns/index.js';
 import { commandLine, isRunning, killQuietly, processesMentioning } from '../../src/process/index.js';
@@ -29,6 +30,11 @@ export interface TestDaemonOptions {
   extraArgs?: string[];
   /** Tests read berthd's debug lines; a benchmark runs it as a node would, at info. */
   logLevel?: 'debug' | 'info';
+  /**
+   * A cgroup berthd starts in, at the top of every hierarchy the test runs in, as a service
+   * manager would start it: made if missing, left for the test to remove.
+   */
+  cgroup?: string;
 }
 
 /**
@@ -108,6 +114,9 @@ export class TestDaemon {
       this.cniConfDir,
       '--log-level',
       this.logLevel,
+      // Served, but on a port of its own: test daemons run side by side.
+      '--metrics-address',
+      '127.0.0.1:0',
       ...(this.opts.extraArgs ?? []),
     ];
   }
@@ -140,6 +149,13 @@ export class TestDaemon {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     this.proc = proc;
+    // The launcher execs node (same pid), which boots far longer than this move takes: what berthd
+    // starts is born in the cgroup.
+    if (this.opts.cgroup !== undefined && proc.pid !== undefined) {
+      for (const { mountPoint } of await membershipsOf('self')) {
+        await moveProcess(proc.pid, await ensureCgroup(mountPoint, this.opts.cgroup));
+      }
+    }
     // After a kill -9 the old socket file and the old "serving" line are still there.
     const outputBefore = this.output.length;
     proc.stderr?.on('data', (chunk: Buffer) => (this.output += chunk.toString()));

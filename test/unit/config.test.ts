@@ -66,6 +66,7 @@ registry_timeout = "45s"
 [runtime]
 path = "/usr/local/sbin/runc"
 monitor = "/usr/local/bin/conmon"
+monitor_cgroup = "inherit"
 timeout = "500ms"
 
 [runtime.handlers.fast]
@@ -80,6 +81,9 @@ address = "[::1]:10010"
 idle_timeout = "30m"
 tls_cert = "/srv/tls/streaming.crt"
 tls_key = "/srv/tls/streaming.key"
+
+[metrics]
+address = "0.0.0.0:9650"
 `;
 
 describe('loadConfig defaults', () => {
@@ -93,9 +97,11 @@ describe('loadConfig defaults', () => {
       netnsDir: '/var/run/netns',
       registryConfig: '/etc/berth/registries.toml',
       registryTimeoutMs: 60_000,
+      imagePullProgressTimeoutMs: 300_000,
       runtime: 'runc',
       runtimeHandlers: [],
       monitor: 'conmon',
+      monitorCgroup: 'berth-monitors',
       cgroupDriver: 'cgroupfs',
       podInfra: 'auto',
       logLevel: 'info',
@@ -106,6 +112,7 @@ describe('loadConfig defaults', () => {
       streamingIdleTimeoutMs: 4 * 3_600_000,
       streamingTlsCert: '',
       streamingTlsKey: '',
+      metricsAddress: '127.0.0.1:9649',
     });
   });
 
@@ -138,9 +145,11 @@ describe('loadConfig config file', () => {
       netnsDir: '/srv/netns',
       registryConfig: '/srv/registries.toml',
       registryTimeoutMs: 45_000,
+      imagePullProgressTimeoutMs: 300_000,
       runtime: '/usr/local/sbin/runc',
       runtimeHandlers: [{ name: 'fast', path: '/usr/local/sbin/crun', root: '/srv/berth/run/crun' }],
       monitor: '/usr/local/bin/conmon',
+      monitorCgroup: 'inherit',
       cgroupDriver: 'cgroupfs',
       podInfra: 'always',
       logLevel: 'debug',
@@ -151,6 +160,7 @@ describe('loadConfig config file', () => {
       streamingIdleTimeoutMs: 30 * 60_000,
       streamingTlsCert: '/srv/tls/streaming.crt',
       streamingTlsKey: '/srv/tls/streaming.key',
+      metricsAddress: '0.0.0.0:9650',
     });
   });
 
@@ -166,6 +176,17 @@ describe('loadConfig config file', () => {
     const config = run(['--streaming-address', ':10010', '--streaming-idle-timeout', '0s']);
     assert.equal(config.streamingAddress, ':10010');
     assert.equal(config.streamingIdleTimeoutMs, 0);
+  });
+
+  it('turns metrics off with an empty address and checks any other', () => {
+    assert.equal(run(['--metrics-address', '']).metricsAddress, '');
+    assert.equal(run(['--config', tomlFile('[metrics]\naddress = ""\n')]).metricsAddress, '');
+    assert.equal(run(['--metrics-address', '[::]:0']).metricsAddress, '[::]:0');
+    fails(['--metrics-address', 'localhost'], ['--metrics-address', 'HOST:PORT']);
+    fails(
+      ['--config', tomlFile('[metrics]\naddress = "example.com:1"\n')],
+      ['metrics.address', 'IP address'],
+    );
   });
 
   it('keeps defaults for keys the file leaves out', () => {

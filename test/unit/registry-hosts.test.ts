@@ -166,6 +166,35 @@ describe('registries file', () => {
     );
   });
 
+  it('mirrors_only leaves the origin out, per registry or through "*"', () => {
+    const text = [
+      '[registry."*"]',
+      'mirrors = ["http://127.0.0.1:5000"]',
+      'mirrors_only = true',
+      '[registry."docker.io"]',
+      'mirrors = ["https://hub-mirror.internal"]',
+      '[registry."quay.io"]',
+      'mirrors = ["https://quay-mirror.internal"]',
+      'mirrors_only = false',
+      '[registry."ghcr.io"]',
+    ].join('\n');
+    assert.deepEqual(urls(text, 'registry.k8s.io'), ['mirror http://127.0.0.1:5000']);
+    // A section of its own that does not set it inherits it from "*".
+    assert.deepEqual(urls(text, 'docker.io'), ['mirror https://hub-mirror.internal']);
+    assert.deepEqual(urls(text, 'index.docker.io'), ['mirror https://hub-mirror.internal']);
+    // One that does overrides "*".
+    assert.deepEqual(urls(text, 'quay.io'), [
+      'mirror https://quay-mirror.internal',
+      'origin https://quay.io',
+    ]);
+    // No mirrors and no origin: nothing is contacted at all.
+    assert.deepEqual(urls(text, 'ghcr.io'), []);
+
+    const perRegistry = '[registry."docker.io"]\nmirrors = ["http://127.0.0.1:5000"]\nmirrors_only = true\n';
+    assert.deepEqual(urls(perRegistry, 'docker.io'), ['mirror http://127.0.0.1:5000']);
+    assert.deepEqual(urls(perRegistry, 'quay.io'), ['origin https://quay.io']);
+  });
+
   it('an empty file is the defaults', () => {
     const hosts = parseRegistryHosts('', 'r.toml');
     assert.equal(hosts.registries.size, 0);
@@ -173,6 +202,14 @@ describe('registries file', () => {
   });
 
   it('rejects bad keys and values, naming file and key', () => {
+    fails('[registry."docker.io"]\nmirrors_only = "yes"\n', [
+      'registry."docker.io".mirrors_only',
+      'true or false',
+    ]);
+    fails('[registry."docker.io"]\nserver = "https://r.internal"\nmirrors_only = true\n', [
+      'registry."docker.io".mirrors_only',
+      'server',
+    ]);
     fails('mirrors = []', ['mirrors', 'unknown key']);
     fails('[registry."docker.io"]\nmirror = []', ['registry."docker.io".mirror', 'unknown key']);
     fails('[registry."docker.io"]\ninsecure = "yes"', ['registry."docker.io".insecure', 'true or false']);

@@ -1,0 +1,84 @@
+/**
+ * The cgroup container monitors live in, outside berthd's own: a service manager that stops
+ * berthd by killing its cgroup (systemd's default KillMode=control-group) must leave the conmons,
+ * and with them the containers' stdio, logs and exit codes, alone. Like CRI-O's conmon_cgroup.
+ */
+import type { CgroupDriver } from '../oci/cgroups.js';
+import { ensureCgroup, membershipsOf, moveProcess } from '../cgroups/hierarchy.js';
+import { commandLine, processesMentioning } from '../process/index.js';
+
+/**
+ * `berth-monitors`: a cgroup of their own at the top of every hierarchy berthd is in
+ * (`berth-monitors.slice` with the systemd driver). `inherit`: berthd's own, as before.
+ */
+export const MONITOR_CGROUP_MODES = ['berth-monitors', 'inherit'] as const;
+export type MonitorCgroupMode = (typeof MONITOR_CGROUP_MODES)[number];
+
+const MONITORS_CGROUP = 'berth-monitors';
+
+export class MonitorCgroup {
+  private dirs: Promise<string[]> | null = null;
+
+  constructor(
+    private readonly mode: MonitorCgroupMode,
+    private readonly driver: CgroupDriver,
+  ) {}
+
+  /** The cgroup's name under each hierarchy's root; null when monitors stay in berthd's cgroup. */
+  get name(): string | null {
+    if (this.mode === 'inherit') return null;
+    // systemd names slices so; systemd is not asked to make it, so it is a plain cgroupfs dir.
+    return this.driver === 'systemd' ? `${MONITORS_CGROUP}.slice` : MONITORS_CGROUP;
+  }
+
+  /** Moves `pid` into the monitors' cgroup in every hierarchy berthd is in. */
+  async place(pid: number): Promise<void> {
+    for (const dir of await this.targetDirs()) await moveProcess(pid, dir);
+  }
+
+  /**
+   * Moves the conmons of this berthd (those writing exits to `exitDir`) that are not in the
+   * monitors' cgroup yet: monitors started by a berth before it had one would otherwise die with
+   * berthd's cgroup. Returns their pids.
+   */
+  async adoptStrays(exitDir: string): Promise<number[]> {
+    const name = this.name;
+    if (name === null) return [];
+    const mentioning = await processesMentioning(exitDir);
+    const monitors: number[] = [];
+    for (const pid of mentioning) if (await isMonitorWritingTo(pid, exitDir)) monitors.push(pid);
+    const adopted: number[] = [];
+    for (const pid of monitors) {
+      const memberships = await membershipsOf(pid).catch(() => null);
+      if (memberships === null || memberships.every((m) => m.path === `/${name}`)) continue;
+      // A conmon that exited meanwhile is no stray any more.
+      const moved = await this.place(pid).then(
+        () => true,
+        async (err: unknown) => {
+          if (await isMonitorWritingTo(pid, exitDir)) throw err;
+          return false;
+        },
+      );
+      if (moved) adopted.push(pid);
+    }
+    return adopted;
+  }
+
+  private targetDirs(): Promise<string[]> {
+    const name = this.name;
+    if (name === null) return Promise.resolve([]);
+    this.dirs ??= membershipsOf('self')
+      .then((memberships) => Promise.all(memberships.map((m) => ensureCgroup(m.mountPoint, name))))
+      .catch((err: unknown) => {
+        this.dirs = null;
+        throw err;
+      });
+    return this.dirs;
+  }
+}
+
+/** True when `pid` runs with `--exit-dir <exitDir>`: a conmon of the berthd owning that dir. */
+async function isMonitorWritingTo(pid: number, exitDir: string): Promise<boolean> {
+  const argv = (await commandLine(pid)) ?? [];
+  return argv.some((arg, i) => arg === '--exit-dir' && argv[i + 1] === exitDir);
+}

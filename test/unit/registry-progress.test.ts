@@ -1,0 +1,84 @@
+import assert from 'node:assert/strict';
+import { PassThrough, Writable, type Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, it } from 'node:test';
+import { pino } from 'pino';
+import { PullStalledError } from '../../src/registry/errors.js';
+import { TransferWatch } from '../../src/registry/progress.js';
+
+const BLOB = { digest: `sha256:${'ab'.repeat(32)}`, size: 10_000 };
+
+/** A logger whose lines the test reads back. */
+function capturingLogger(): { logger: pino.Logger; lines: Record<string, unknown>[] } {
+  const lines: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      lines.push(JSON.parse(chunk.toString('utf8')) as Record<string, unknown>);
+      done();
+    },
+  });
+  return { logger: pino({ level: 'info' }, sink), lines };
+}
+
+async function readAll(stream: Readable): Promise<number> {
+  let bytes = 0;
+  for await (const chunk of stream) bytes += (chunk as Buffer).length;
+  return bytes;
+}
+
+describe('TransferWatch', () => {
+  it('logs the progress of a download still running, and passes its bytes through', async () => {
+    const { logger, lines } = capturingLogger();
+    const watch = new TransferWatch({
+      image: 'r.test/app:1',
+      stallTimeoutMs: 0,
+      progressIntervalMs: 40,
+      logger,
+    });
+    const source = new PassThrough();
+    const read = readAll(watch.track(source, BLOB));
+    source.write(Buffer.alloc(3000));
+    await sleep(100);
+    source.end(Buffer.alloc(2000));
+    assert.equal(await read, 5000);
+
+    const progress = lines.filter((l) => l.msg === 'pull progress');
+    assert.ok(progress.length > 0, 'no progress logged');
+    const first = progress[0];
+    assert.equal(first?.image, 'r.test/app:1');
+    assert.equal(first?.layer, BLOB.digest);
+    assert.equal(first?.bytes, 3000);
+    assert.equal(first?.total, BLOB.size);
+    assert.equal(typeof first?.bytesPerSecond, 'number');
+  });
+
+  it('cancels a download that receives nothing for the stall timeout', async () => {
+    const { logger } = capturingLogger();
+    const watch = new TransferWatch({ image: 'r.test/app:1', stallTimeoutMs: 80, logger });
+    const source = new PassThrough();
+    const read = readAll(watch.track(source, BLOB));
+    source.write(Buffer.alloc(1234));
+    await assert.rejects(read, (err: unknown) => {
+      assert.ok(err instanceof PullStalledError, String(err));
+      assert.match(err.message, /r\.test\/app:1 stalled/);
+      assert.ok(err.message.includes(`${BLOB.digest} at 1234 of 10000 bytes`), err.message);
+      return true;
+    });
+    assert.equal(source.destroyed, true, 'the source is left open');
+  });
+
+  it('keeps a download that moves, however long it takes in total', async () => {
+    const { logger } = capturingLogger();
+    const watch = new TransferWatch({ image: 'r.test/app:1', stallTimeoutMs: 80, logger });
+    const source = new PassThrough();
+    const read = readAll(watch.track(source, BLOB));
+    for (let i = 0; i < 8; i++) {
+      source.write(Buffer.alloc(100));
+      await sleep(30);
+    }
+    source.end();
+    assert.equal(await read, 800);
+    // Nothing is running now: the timer must not fire for an idle pull.
+    await sleep(150);
+  });
+});
