@@ -68,13 +68,8 @@ export function toWirePodStats(s: PodStatsView) {
         : null,
       memory: s.memory
         ? {
-            timestamp: s.memory.timestamp,
-            working_set_bytes: { value: s.memory.workingSetBytes },
+            ...toWireMemory(s.memory),
             available_bytes: s.memory.availableBytes === null ? null : { value: s.memory.availableBytes },
-            usage_bytes: { value: s.memory.usageBytes },
-            rss_bytes: { value: s.memory.rssBytes },
-            page_faults: { value: s.memory.pageFaults },
-            major_page_faults: { value: s.memory.majorPageFaults },
           }
         : null,
       network: s.network
@@ -102,6 +97,17 @@ function toWireInterface(i: InterfaceStatsView) {
   } satisfies Sent<'NetworkInterfaceUsage'>;
 }
 
+function toWireMemory(m: NonNullable<ContainerStatsView['memory']>) {
+  return {
+    timestamp: m.timestamp,
+    working_set_bytes: { value: m.workingSetBytes },
+    usage_bytes: { value: m.usageBytes },
+    rss_bytes: { value: m.rssBytes },
+    page_faults: { value: m.pageFaults },
+    major_page_faults: { value: m.majorPageFaults },
+  } satisfies Sent<'MemoryUsage'>;
+}
+
 function toWireMetric(m: MetricSample) {
   return {
     name: m.name,
@@ -123,16 +129,7 @@ export function toWireStats(s: ContainerStatsView) {
     cpu: s.cpu
       ? { timestamp: s.cpu.timestamp, usage_core_nano_seconds: { value: s.cpu.usageCoreNanoSeconds } }
       : null,
-    memory: s.memory
-      ? {
-          timestamp: s.memory.timestamp,
-          working_set_bytes: { value: s.memory.workingSetBytes },
-          usage_bytes: { value: s.memory.usageBytes },
-          rss_bytes: { value: s.memory.rssBytes },
-          page_faults: { value: s.memory.pageFaults },
-          major_page_faults: { value: s.memory.majorPageFaults },
-        }
-      : null,
+    memory: s.memory ? toWireMemory(s.memory) : null,
     writable_layer: s.writableLayer
       ? {
           timestamp: s.writableLayer.timestamp,

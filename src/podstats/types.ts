@@ -22,16 +22,8 @@ export interface PodStatsView {
     /** Null on the first sample of a pod (the rate needs two). */
     usageNanoCores: string | null;
   } | null;
-  memory: {
-    timestamp: string;
-    workingSetBytes: string;
-    /** Null when the pod has no memory limit. */
-    availableBytes: string | null;
-    usageBytes: string;
-    rssBytes: string;
-    pageFaults: string;
-    majorPageFaults: string;
-  } | null;
+  /** A container's figures, plus what is left under the pod's limit (null when it has none). */
+  memory: (NonNullable<ContainerStatsView['memory']> & { availableBytes: string | null }) | null;
   /** Null for host-network pods, which have no interfaces of their own. */
   network: {
     timestamp: string;
