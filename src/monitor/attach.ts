@@ -7,7 +7,6 @@
  */
 import { closeSync, openSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
-import { SeqpacketSocket } from 'node-unix-socket';
 import { FailedPreconditionError, errorMessage } from '../errors.js';
 
 export interface AttachIo {
@@ -36,7 +35,9 @@ const INPUT_PACKET = 8192;
 const MAX_PENDING_OUTPUT = 16 * 1024 * 1024;
 
 /** Resolves when the attach is over: the container's output ended, or the client went away. */
-export function attachToMonitor(opts: AttachOptions, io: AttachIo): Promise<void> {
+export async function attachToMonitor(opts: AttachOptions, io: AttachIo): Promise<void> {
+  // Loaded by the first attach: a berthd nobody attaches to does not hold it.
+  const { SeqpacketSocket } = await import('node-unix-socket');
   return new Promise((resolve, reject) => {
     const socket = new SeqpacketSocket();
     // A unix socket path is at most 107 bytes; the container's dir, opened, has a short name.

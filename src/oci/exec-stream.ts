@@ -15,7 +15,7 @@
 import { spawn } from 'node:child_process';
 import type { EventEmitter } from 'node:events';
 import type { Readable, Writable } from 'node:stream';
-import { spawn as spawnPty, type IPty } from 'node-pty';
+import type { IPty } from 'node-pty';
 import { ExecError } from '../errors.js';
 import {
   KILL_GRACE_MS,
@@ -124,11 +124,13 @@ function runWithPipes(
   });
 }
 
-function runWithPty(
+async function runWithPty(
   cmd: { file: string; args: string[] },
   pidFile: string,
   io: ExecStreamIo,
 ): Promise<RuncResult> {
+  // Loaded by the first exec with a terminal: a berthd nobody execs into does not hold it.
+  const { spawn: spawnPty } = await import('node-pty');
   return new Promise((resolve, reject) => {
     let pty: IPty;
     try {

@@ -15,7 +15,7 @@ import {
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { WebSocketServer, type WebSocket } from 'ws';
+import type { WebSocket } from 'ws';
 import { parseHostPort } from '../address.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -231,24 +231,32 @@ export class StreamingServer {
         return;
       }
     }
-    // ws picks the protocol through this hook; the choice was made above.
-    const wss = new WebSocketServer({
-      noServer: true,
-      maxPayload: WS_MAX_PAYLOAD,
-      handleProtocols: () => protocol || false,
-    });
-    wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
-      wss.close();
-      if (this.opts.idleTimeoutMs > 0 && 'setTimeout' in socket) {
-        (socket as Socket).setTimeout(this.opts.idleTimeoutMs, () => ws.terminate());
-      }
-      ws.on('error', (err) => this.logger.debug({ err: errorMessage(err) }, 'websocket failed'));
-      if (request.kind === 'portforward') {
-        servePortForwardWebSocket(ws, protocol, ports, request, this.runtime, this.logger);
-      } else {
-        this.trackSession(this.runSession(request, Promise.resolve(webSocketSession(ws, protocol, request))));
-      }
-    });
+    // ws is loaded by the first WebSocket client: a berthd nobody execs into does not hold it.
+    void import('ws').then(
+      ({ WebSocketServer }) => {
+        // ws picks the protocol through this hook; the choice was made above.
+        const wss = new WebSocketServer({
+          noServer: true,
+          maxPayload: WS_MAX_PAYLOAD,
+          handleProtocols: () => protocol || false,
+        });
+        wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
+          wss.close();
+          if (this.opts.idleTimeoutMs > 0 && 'setTimeout' in socket) {
+            (socket as Socket).setTimeout(this.opts.idleTimeoutMs, () => ws.terminate());
+          }
+          ws.on('error', (err) => this.logger.debug({ err: errorMessage(err) }, 'websocket failed'));
+          if (request.kind === 'portforward') {
+            servePortForwardWebSocket(ws, protocol, ports, request, this.runtime, this.logger);
+          } else {
+            this.trackSession(
+              this.runSession(request, Promise.resolve(webSocketSession(ws, protocol, request))),
+            );
+          }
+        });
+      },
+      (err: unknown) => rejectUpgrade(socket, 500, `websocket support did not load: ${errorMessage(err)}`),
+    );
   }
 
   private trackSession(session: Promise<void>): void {
