@@ -6,8 +6,17 @@ import type { ContentStore } from '../imagestore/content.js';
 import type { LayerStore } from '../imagestore/layers.js';
 import type { Logger } from '../log.js';
 import { RegistryClient } from '../registry/client.js';
-import type { PullSettings } from './service.js';
+import type { RegistryHosts } from '../registry/hosts.js';
 import { Puller } from './pull.js';
+
+/** What pulls need besides the stores; the registry client itself is made on the first pull. */
+export interface PullSettings {
+  hosts: RegistryHosts;
+  /** Deadline for each registry request's response headers. */
+  timeoutMs: number;
+  /** A pull that receives nothing for this long is cancelled; 0 or unset: never. */
+  progressTimeoutMs?: number;
+}
 
 export interface PullerParts extends PullSettings {
   content: ContentStore;

@@ -5,8 +5,8 @@ import type { LayerStore } from '../imagestore/layers.js';
 import type { ImageNames, ImageRecord } from '../imagestore/types.js';
 import type { Logger } from '../log.js';
 import type { RegistryCredentials } from '../registry/client.js';
-import type { RegistryHosts } from '../registry/hosts.js';
 import type { ImageRepo } from '../store/images.js';
+import type { PullSettings } from './puller-factory.js';
 import type { Puller } from './pull.js';
 import { formatReference, isDigest, parseReference, repoDigest, repoTag } from '../registry/reference.js';
 import { SingleFlight } from './singleflight.js';
@@ -47,15 +47,6 @@ export interface ImageServiceDeps {
 /** `bytes`: the pulled image's size (its config and compressed layers), whether fetched or already held. */
 export type PullDone =
   { ok: true; bytes: number; seconds: number } | { ok: false; error: unknown; seconds: number };
-
-/** What pulls need besides the stores; the registry client itself is made on the first pull. */
-export interface PullSettings {
-  hosts: RegistryHosts;
-  /** Deadline for each registry request's response headers. */
-  timeoutMs: number;
-  /** A pull that receives nothing for this long is cancelled; 0 or unset: never. */
-  progressTimeoutMs?: number;
-}
 
 export class ImageService {
   private readonly pulls = new SingleFlight<string>();
