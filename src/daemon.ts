@@ -30,6 +30,7 @@ import { PodStatsService } from './podstats/service.js';
 import { PodGate } from './sandbox/gate.js';
 import { openRuntimeHandlers } from './sandbox/runtimes.js';
 import { SandboxService } from './sandbox/service.js';
+import { allSettledWithin, type ShutdownOptions } from './shutdown.js';
 import { Store } from './store/index.js';
 import { StreamingServer } from './streaming/server.js';
 
@@ -37,6 +38,12 @@ import { StreamingServer } from './streaming/server.js';
 const EVENT_BUFFER = 1000;
 /** containerd keeps events nobody has subscribed to yet for 5 minutes. */
 const EVENT_RETAIN_MS = 5 * 60_000;
+
+/**
+ * What follows the CRI server's close at shutdown waits this long at most, whatever hangs: the
+ * streaming server gives its sessions 5 s to kill their processes.
+ */
+const CLOSE_WAIT_MS = 10_000;
 
 /** How often berthd looks for containers whose conmon died (exits themselves arrive by inotify). */
 const MONITOR_CHECK_MS = 5_000;
@@ -47,8 +54,11 @@ export interface DaemonOptions {
 }
 
 export interface Daemon {
-  /** Stops serving and closes the database; pods keep running, as with any CRI runtime restart. */
-  close(): Promise<void>;
+  /**
+   * Stops serving and closes the database; pods keep running, as with any CRI runtime restart.
+   * False when some clean-up was abandoned (logged), left for the next start-up.
+   */
+  close(opts: ShutdownOptions): Promise<boolean>;
 }
 
 export async function startDaemon(
@@ -240,19 +250,27 @@ export async function startDaemon(
   }
   const streams = streaming;
   return {
-    close: async () => {
+    close: async (opts) => {
       servingCri = false;
       clearInterval(monitorCheck);
       // Event streams never end by themselves; the server's shutdown waits for every call.
       eventHub.close();
-      await server.close();
-      await containers.lifecycle.filesRemoved();
-      // Open exec and attach sessions end here; their processes are killed, containers keep running.
-      await streams.close();
+      await server.close(opts);
+      const cleanedUp = await allSettledWithin(
+        new Map<string, Promise<unknown>>([
+          ['container files removal', containers.lifecycle.filesRemoved()],
+          // Open exec and attach sessions end here; their processes are killed, containers keep running.
+          ['streams', streams.close()],
+          ['metrics server', metricsServer?.close() ?? Promise.resolve()],
+        ]),
+        CLOSE_WAIT_MS,
+        opts.force,
+        logger,
+      );
       exits.close();
       unwatchSteps();
-      await metricsServer?.close();
       store.close();
+      return cleanedUp;
     },
   };
 }

@@ -3,6 +3,7 @@ import { ConfigError } from './config/error.js';
 import { loadConfig } from './config/load.js';
 import { errorMessage } from './errors.js';
 import { createLogger } from './log.js';
+import { ServiceNotifier } from './systemd/notify.js';
 
 async function main(): Promise<number> {
   let loaded;
@@ -29,6 +30,9 @@ async function main(): Promise<number> {
     logger.error({ err: errorMessage(reason) }, 'unhandled rejection'),
   );
 
+  // Read before start-up spawns anything, which would inherit it.
+  const notifier = ServiceNotifier.fromEnv(process.env, logger);
+
   // Loaded only to run: --help and friends answer without loading gRPC, SQLite and the rest.
   const { startDaemon } = await import('./daemon.js');
   const daemon = await startDaemon(config, logger, {
@@ -36,16 +40,34 @@ async function main(): Promise<number> {
       ? { pauseBeforeStep: process.env.BERTH_TEST_PAUSE_BEFORE_STEP }
       : {}),
   });
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string): void => {
-      logger.info({ signal }, 'shutting down; pods keep running');
-      resolve();
-    };
-    process.once('SIGTERM', stop);
-    process.once('SIGINT', stop);
+  // The socket is bound and start-up recovery is done: calls are served from here on.
+  await notifier?.ready(`serving CRI on ${config.socket}`);
+
+  const signal = await nextStopSignal();
+  logger.info({ signal, timeoutMs: config.shutdownTimeoutMs }, 'shutting down; pods keep running');
+  const toldStopping = notifier?.stopping('stopping: finishing the calls in flight');
+  const force = new AbortController();
+  void nextStopSignal().then((again) => {
+    logger.warn({ signal: again }, 'second stop signal: stopping at once');
+    force.abort();
   });
-  await daemon.close();
-  return 0;
+  // Calls cancelled at the timeout are part of a clean stop; clean-up abandoned is not.
+  const cleanedUp = await daemon.close({ graceMs: config.shutdownTimeoutMs, force: force.signal });
+  await toldStopping;
+  return cleanedUp ? 0 : 1;
+}
+
+const STOP_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
+
+/** The next SIGTERM or SIGINT; until then, they no longer kill berthd. */
+function nextStopSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const stop = (signal: NodeJS.Signals): void => {
+      for (const name of STOP_SIGNALS) process.off(name, stop);
+      resolve(signal);
+    };
+    for (const name of STOP_SIGNALS) process.on(name, stop);
+  });
 }
 
 main().then(

@@ -99,6 +99,16 @@ const DECLARED = {
     details:
       'auto runs one only for pods that share a pid namespace and pins the ipc and uts namespaces of the others as files; always runs one for every pod.',
   }),
+  shutdownTimeoutMs: setting({
+    key: 'shutdown_timeout',
+    flag: { name: '--shutdown-timeout', arg: 'DURATION' },
+    kind: duration(0),
+    // Below systemd's default TimeoutStopSec (90s), so berthd exits before systemd kills it.
+    default: 30_000,
+    help: 'On SIGTERM, how long calls already running may take to finish before they are cancelled',
+    details:
+      'berthd stops accepting calls at once, then exits once they are done or cancelled; a second SIGTERM cancels them at once. Containers keep running.',
+  }),
   cniConfDir: setting({
     key: 'cni.conf_dir',
     flag: { name: '--cni-conf-dir', arg: 'DIR' },

@@ -6,7 +6,7 @@ import {
   type ServerUnaryCall,
   type ServerWritableStream,
 } from '@grpc/grpc-js';
-import { InvalidArgumentError, UnimplementedError } from '../errors.js';
+import { errorMessage, InvalidArgumentError, UnimplementedError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { MalformedRequest } from './loader.js';
 import type { Decoded } from './messages.js';
@@ -156,6 +156,14 @@ export class RpcEdge {
         reply(null, response);
       },
       (err: unknown) => {
+        // A cancelled call (the client gave up, or berthd's shutdown cut it short) ends however its
+        // handler noticed; what that handler says about it is no failure of berth's.
+        if (cancelled.signal.aborted) {
+          this.logger.debug({ rpc, ms: elapsedMs(), err: errorMessage(err) }, 'rpc cancelled');
+          done(status.CANCELLED);
+          reply(toServiceError(err));
+          return;
+        }
         const serviceError = toServiceError(err);
         this.logger[levelOf(serviceError.code)](
           { rpc, ms: elapsedMs(), code: status[serviceError.code], err: serviceError.message },

@@ -1,14 +1,25 @@
-import { Server, ServerCredentials, type ServiceDefinition } from '@grpc/grpc-js';
+import {
+  Server,
+  ServerCredentials,
+  type handleServerStreamingCall,
+  type handleUnaryCall,
+  type ServiceDefinition,
+} from '@grpc/grpc-js';
 import { chmod, mkdir, mkdtemp, readdir, rename, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { BerthConfig } from '../config/types.js';
 import type { Logger } from '../log.js';
-import { RpcEdge, type RpcDone } from './handler.js';
+import { RunningWork, settledWithin, type ShutdownOptions } from '../shutdown.js';
+import { RpcEdge, type RpcDone, type StreamHandler, type UnaryHandler } from './handler.js';
 import { loadCriServices, type CriServices } from './loader.js';
 import { imageService, runtimeService, type CriDomains } from './services.js';
 
 export interface CriServer {
-  close(): Promise<void>;
+  /**
+   * Takes no new call, lets those running finish for `graceMs` (or until `force` aborts), then
+   * cancels them.
+   */
+  close(opts: ShutdownOptions): Promise<void>;
 }
 
 /**
@@ -22,7 +33,8 @@ export async function serveCri(
   services: CriServices<ServiceDefinition> = loadCriServices(),
   onRpcDone?: (done: RpcDone) => void,
 ): Promise<CriServer> {
-  const edge = new RpcEdge(logger, onRpcDone);
+  const handlers = new RunningWork();
+  const edge = new TrackingEdge(handlers, logger, onRpcDone);
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   server.addService(services.runtime, runtimeService(config, domains, edge));
   server.addService(services.image, imageService(domains.images, edge));
@@ -33,12 +45,56 @@ export async function serveCri(
   await bindPrivately(config.socket, (path) => bind(server, path));
   logger.info({ socket: config.socket }, 'serving CRI');
   return {
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.tryShutdown(() => resolve());
-        setTimeout(() => server.forceShutdown(), 5_000).unref();
-      }),
+    close: async ({ graceMs, force }) => {
+      // Stops listening at once; each connection is told to open no new call (HTTP/2 GOAWAY).
+      const drained = new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
+      if (await settledWithin(drained, graceMs, force)) return;
+      // Each cancelled call's signal aborts: an ExecSync kills its command, a pull stops.
+      server.forceShutdown();
+      logger.warn(
+        { waitedMs: force.aborted ? undefined : graceMs, forced: force.aborted },
+        'cancelled the calls still running',
+      );
+      if (!(await settledWithin(handlers.settled(), CANCELLED_CALLS_WAIT_MS, force))) {
+        logger.warn('cancelled calls still winding down; start-up finishes what they leave');
+      }
+    },
   };
+}
+
+/** How long cancelled calls get to undo what they started (an ExecSync's kill waits 2 s for runc). */
+const CANCELLED_CALLS_WAIT_MS = 5_000;
+
+/**
+ * An edge that also counts the domain handlers running: a cancelled call's reply is gone at once,
+ * but its handler still has its command to kill, and the shutdown waits for that.
+ */
+class TrackingEdge extends RpcEdge {
+  constructor(
+    private readonly handlers: RunningWork,
+    ...edge: ConstructorParameters<typeof RpcEdge>
+  ) {
+    super(...edge);
+  }
+
+  override unary<Req, Res>(handler: UnaryHandler<Req, Res>): handleUnaryCall<Req, Res> {
+    return super.unary((request, context) => this.handlers.track(handler(request, context)));
+  }
+
+  override serverStream<Req, Res>(handler: StreamHandler<Req, Res>): handleServerStreamingCall<Req, Res> {
+    const handlers = this.handlers;
+    return super.serverStream((request, context) =>
+      (async function* () {
+        let ended = (): void => {};
+        void handlers.track(new Promise<void>((resolve) => (ended = resolve)));
+        try {
+          yield* handler(request, context);
+        } finally {
+          ended();
+        }
+      })(),
+    );
+  }
 }
 
 function bind(server: Server, path: string): Promise<void> {

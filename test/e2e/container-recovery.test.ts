@@ -22,7 +22,7 @@ import { PAUSE_BEFORE_STEP_ENV, TestDaemon, useDaemon } from '../harness/daemon.
 import { changeRows, selectRows } from '../harness/database.js';
 import { exists, namesIn } from '../harness/files.js';
 import { rejectsWith } from '../harness/grpc.js';
-import { busyboxLayer, pushImage } from '../harness/images.js';
+import { pushBusyboxSleeper } from '../harness/images.js';
 import { assertLogged, startAndLog } from '../harness/log.js';
 import {
   containerConfig,
@@ -60,11 +60,7 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
 
   before(async () => {
     registry = await startRegistry();
-    const image = await pushImage(registry, 'berth/recovery', '1', {
-      layers: [await busyboxLayer()],
-      config: { Cmd: ['/bin/sleep', '1000'], WorkingDir: '/' },
-    });
-    imageRef = image.reference;
+    imageRef = await pushBusyboxSleeper(registry, 'berth/recovery');
   });
 
   after(async () => {

@@ -22,7 +22,7 @@ import type { ContainerEventResponse__Output as WireEvent } from '../../src/cri/
 import type { ContainerStatus__Output as WireContainerStatus } from '../../src/cri/generated/runtime/v1/ContainerStatus.js';
 import type { PodSandboxStatus__Output as WirePodStatus } from '../../src/cri/generated/runtime/v1/PodSandboxStatus.js';
 import { SHARED_PID_LINUX, useDaemon, type TestDaemon } from '../harness/daemon.js';
-import { busyboxLayer, pushImage } from '../harness/images.js';
+import { pushBusyboxSleeper } from '../harness/images.js';
 import {
   containerConfig,
   containerStatus,
@@ -49,11 +49,7 @@ describe('GetContainerEvents', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
 
   before(async () => {
     registry = await startRegistry();
-    const image = await pushImage(registry, 'berth/events', '1', {
-      layers: [await busyboxLayer()],
-      config: { Cmd: ['/bin/sleep', '1000'], WorkingDir: '/' },
-    });
-    imageRef = image.reference;
+    imageRef = await pushBusyboxSleeper(registry, 'berth/events');
   });
 
   after(async () => {

@@ -15,7 +15,7 @@ import { membershipsOf, processesIn, type CgroupMembership } from '../../src/cgr
 import { isRunning, killQuietly } from '../../src/process/index.js';
 import { removeCgroupTree } from '../harness/cgroups.js';
 import { TestDaemon } from '../harness/daemon.js';
-import { busyboxLayer, pushImage } from '../harness/images.js';
+import { pushBusyboxSleeper } from '../harness/images.js';
 import {
   containerConfig,
   containerStatus,
@@ -47,11 +47,7 @@ describe('monitors outside berthd cgroup', { skip, timeout: SUITE_TIMEOUT_MS }, 
 
   before(async () => {
     registry = await startRegistry();
-    const image = await pushImage(registry, 'berth/monitor-cgroup', '1', {
-      layers: [await busyboxLayer()],
-      config: { Cmd: ['/bin/sleep', '1000'], WorkingDir: '/' },
-    });
-    imageRef = image.reference;
+    imageRef = await pushBusyboxSleeper(registry, 'berth/monitor-cgroup');
     // First as a berth from before monitors had a cgroup: they stay in berthd's.
     await writeConfig(configFile, 'inherit');
     daemon = await TestDaemon.create({ cgroup: DAEMON_CGROUP, extraArgs: ['--config', configFile] });

@@ -179,12 +179,25 @@ export class TestDaemon {
   private async signal(sig: NodeJS.Signals): Promise<void> {
     this.client?.close();
     this.client = null;
+    if (this.proc) await this.signalAndWait(sig);
+  }
+
+  /**
+   * Sends `sig` at once, leaving the client open so that calls in flight carry on, and resolves with
+   * how berthd exited.
+   */
+  async signalAndWait(sig: NodeJS.Signals): Promise<DaemonExit> {
     const proc = this.proc;
-    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-    const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
-    proc.kill(sig);
-    await exited;
+    if (!proc) throw new Error('daemon not running');
+    if (proc.exitCode === null && proc.signalCode === null) {
+      const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+      proc.kill(sig);
+      await exited;
+    }
+    this.client?.close();
+    this.client = null;
     this.proc = null;
+    return { code: proc.exitCode, signal: proc.signalCode };
   }
 
   async restart(env: Record<string, string> = {}): Promise<void> {
@@ -303,6 +316,12 @@ export class TestDaemon {
   async waitForOutput(text: string, timeoutMs = 30_000): Promise<void> {
     await waitFor(async () => this.output.includes(text), timeoutMs);
   }
+}
+
+/** An exit code, or the signal that killed the process. */
+export interface DaemonExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
 }
 
 /** The env that makes berthd's next RunPodSandbox or CreateContainer stop for good before a step. */

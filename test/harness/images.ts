@@ -304,6 +304,18 @@ export interface PushedImage {
 
 const DEFAULT_ENV = ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'];
 
+/**
+ * The image most tests run: busybox, sleeping (`/bin/sleep 1000`, long enough to outlast any test)
+ * unless a container's command says otherwise. Pushed as `<repo>:1`; returns its reference.
+ */
+export async function pushBusyboxSleeper(registry: TestRegistry, repo: string): Promise<string> {
+  const image = await pushImage(registry, repo, '1', {
+    layers: [await busyboxLayer()],
+    config: { Cmd: ['/bin/sleep', '1000'], WorkingDir: '/' },
+  });
+  return image.reference;
+}
+
 /** Pushes layers, config and manifest; `tag` null pushes the manifest by digest only (for indexes). */
 export async function pushImage(
   registry: TestRegistry,

@@ -50,6 +50,7 @@ state = "/srv/berth/run"
 log_level = "debug"
 cgroup_driver = "cgroupfs"
 pod_infra = "always"
+shutdown_timeout = "1m"
 
 [cni]
 conf_dir = "/srv/cni/conf"
@@ -104,6 +105,7 @@ describe('loadConfig defaults', () => {
       monitorCgroup: 'berth-monitors',
       cgroupDriver: 'cgroupfs',
       podInfra: 'auto',
+      shutdownTimeoutMs: 30_000,
       logLevel: 'info',
       cniTimeoutMs: 30_000,
       runtimeTimeoutMs: 30_000,
@@ -152,6 +154,7 @@ describe('loadConfig config file', () => {
       monitorCgroup: 'inherit',
       cgroupDriver: 'cgroupfs',
       podInfra: 'always',
+      shutdownTimeoutMs: 60_000,
       logLevel: 'debug',
       cniTimeoutMs: 90_000,
       runtimeTimeoutMs: 500,
