@@ -11,10 +11,11 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { status } from '@grpc/grpc-js';
+import { cgroupNames, removeCgroupTree } from '../harness/cgroups.js';
 import { TestDaemon } from '../harness/daemon.js';
 import { DNS_BLOCKED_MARKER, DNS_GUARD_ACTIVE, DNS_GUARD_ENV } from '../harness/dns-guard.js';
 import {
@@ -230,6 +231,12 @@ describe('hostile input on every CRI rpc', { skip, timeout: SUITE_TIMEOUT_MS }, 
     admin?.close();
     await daemon?.destroy();
     await registry?.stop();
+    // runc makes a pod's cgroup parent and, as on any node, leaves it to whoever chose the name
+    // (kubelet, for a real pod); here the fuzz did. rmdir takes only cgroups no process is in.
+    const names = strings.full.map(({ value }) => posix.normalize(`/${value}`).split('/')[1]);
+    // Invalid UTF-8 sent on the wire arrives as U+FFFD, a character no cgroup of the host's has.
+    const mangled = (await cgroupNames()).filter((name) => name.includes('\ufffd'));
+    for (const name of [...names, ...mangled]) if (name) await removeCgroupTree(name);
   });
 
   /** An admin call that must succeed. */

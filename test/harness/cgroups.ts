@@ -17,6 +17,16 @@ export async function removeCgroupTree(name: string): Promise<void> {
   }
 }
 
+/** The names of the cgroups at the top of any hierarchy. */
+export async function cgroupNames(): Promise<string[]> {
+  const names = new Set<string>();
+  for (const hierarchy of await readdir(CGROUP_ROOT).catch(() => [] as string[])) {
+    const entries = await readdir(join(CGROUP_ROOT, hierarchy), { withFileTypes: true }).catch(() => []);
+    for (const e of entries) if (e.isDirectory()) names.add(e.name);
+  }
+  return [...names];
+}
+
 async function removeDirTree(dir: string): Promise<void> {
   for (const e of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
     if (e.isDirectory()) await removeDirTree(join(dir, e.name));
