@@ -45,8 +45,15 @@ export function mountOf(line: CgroupLine, mounts: readonly MountInfoEntry[]): st
 }
 
 /** Every mounted hierarchy `pid` is in, with its cgroup there; hierarchies not mounted are left out. */
-export async function membershipsOf(pid: number | 'self'): Promise<CgroupMembership[]> {
-  const [text, mounts] = await Promise.all([readFile(`/proc/${pid}/cgroup`, 'utf8'), readMountInfo()]);
+export async function membershipsOf(
+  pid: number | 'self',
+  /** The mount table, when the caller asks about many processes: read once, not once each. */
+  mountTable?: readonly MountInfoEntry[],
+): Promise<CgroupMembership[]> {
+  const [text, mounts] = await Promise.all([
+    readFile(`/proc/${pid}/cgroup`, 'utf8'),
+    mountTable ?? readMountInfo(),
+  ]);
   const memberships: CgroupMembership[] = [];
   for (const line of parseProcCgroup(text)) {
     const mountPoint = mountOf(line, mounts);

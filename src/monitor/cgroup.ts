@@ -5,6 +5,7 @@
  */
 import type { CgroupDriver } from '../oci/cgroups.js';
 import { ensureCgroup, membershipsOf, moveProcess } from '../cgroups/hierarchy.js';
+import { readMountInfo } from '../mounts/mountinfo.js';
 import { commandLine, processesMentioning } from '../process/index.js';
 
 /**
@@ -45,12 +46,20 @@ export class MonitorCgroup {
     const name = this.name;
     if (name === null) return [];
     const mentioning = await processesMentioning(exitDir);
-    const monitors: number[] = [];
-    for (const pid of mentioning) if (await isMonitorWritingTo(pid, exitDir)) monitors.push(pid);
+    // A node's mount table grows with its pods (netns pins, overlays, shm): read it once.
+    const mounts = mentioning.length > 0 ? await readMountInfo() : [];
+    // Checked side by side: start-up waits for this, and a node may run hundreds of monitors.
+    const strays = await Promise.all(
+      mentioning.map(async (pid) => {
+        if (!(await isMonitorWritingTo(pid, exitDir))) return null;
+        const memberships = await membershipsOf(pid, mounts).catch(() => null);
+        if (memberships === null || memberships.every((m) => m.path === `/${name}`)) return null;
+        return pid;
+      }),
+    );
     const adopted: number[] = [];
-    for (const pid of monitors) {
-      const memberships = await membershipsOf(pid).catch(() => null);
-      if (memberships === null || memberships.every((m) => m.path === `/${name}`)) continue;
+    for (const pid of strays) {
+      if (pid === null) continue;
       // A conmon that exited meanwhile is no stray any more.
       const moved = await this.place(pid).then(
         () => true,

@@ -51,13 +51,14 @@ export async function commandLine(pid: number): Promise<string[] | null> {
 
 /** Pids of processes whose argv mentions `text` anywhere (berthd's own pid excluded). */
 export async function processesMentioning(text: string): Promise<number[]> {
-  const pids: number[] = [];
-  for (const entry of await readdir('/proc').catch(() => [] as string[])) {
-    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
-    const raw = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
-    if (raw.includes(text)) pids.push(Number(entry));
-  }
-  return pids;
+  const entries = await readdir('/proc').catch(() => [] as string[]);
+  const pids = entries.filter((e) => /^\d+$/.test(e) && Number(e) !== process.pid).map(Number);
+  // Side by side: a node runs hundreds of processes, and one read after another costs a
+  // thread-pool round trip each (start-up's monitor adoption reads them all).
+  const mentioning = await Promise.all(
+    pids.map(async (pid) => (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).includes(text)),
+  );
+  return pids.filter((_pid, i) => mentioning[i]);
 }
 
 /** SIGKILL, where a process that is already gone (or no pid at all) is no error. */
