@@ -59,6 +59,12 @@ export class ContainerTeardown {
 
   /** By container id; an entry goes once its files are gone. */
   private readonly pending = new Map<string, PendingRemoval>();
+  /**
+   * Exited containers this berthd has already released (afterExit): StopContainer releases the
+   * container it stopped, and the exit file conmon writes for it arrives a moment later, asking
+   * for the same again while RemoveContainer may be waiting for the container's lock.
+   */
+  private readonly released = new Set<string>();
 
   constructor(private readonly deps: ContainerTeardownDeps) {}
 
@@ -92,10 +98,13 @@ export class ContainerTeardown {
    */
   async afterExit(container: Container, logger: Logger): Promise<void> {
     const { id } = container;
+    if (this.released.has(id)) return;
     try {
       await runtimeOf(this.deps, container).runc.delete(id);
-      if (!(await isRootfsMounted(id, this.deps.config.rootDir))) return;
-      await run('umount', [rootfsPath(id, this.deps.config.rootDir)], { timeoutMs: UNMOUNT_TIMEOUT_MS });
+      if (await isRootfsMounted(id, this.deps.config.rootDir)) {
+        await run('umount', [rootfsPath(id, this.deps.config.rootDir)], { timeoutMs: UNMOUNT_TIMEOUT_MS });
+      }
+      this.released.add(id);
     } catch (err) {
       logger.warn({ container: id, err: errorMessage(err) }, 'releasing an exited container failed');
     }
@@ -121,6 +130,7 @@ export class ContainerTeardown {
         await this.discardMonitor(id, handlers, monitorPid);
     }
     this.deps.store.containers.delete(id);
+    this.released.delete(id);
     const removal: PendingRemoval = {
       sandboxId: container.sandboxId,
       done: Promise.resolve(),
