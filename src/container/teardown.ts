@@ -1,7 +1,6 @@
 import type { BerthConfig } from '../config/types.js';
 import { errorMessage } from '../errors.js';
-import { run } from '../exec.js';
-import { isRootfsMounted, removeRootfs, rootfsPath } from '../imagestore/rootfs.js';
+import { removeRootfs, unmountRootfs } from '../imagestore/rootfs.js';
 import type { Logger } from '../log.js';
 import type { Container } from '../model/container.js';
 import { isConmonOf } from '../monitor/conmon.js';
@@ -37,9 +36,6 @@ interface PendingRemoval {
 }
 
 type Undo = (id: string) => Promise<void>;
-
-/** Unmounting is a local syscall; it only takes long when the host is in trouble. */
-const UNMOUNT_TIMEOUT_MS = 30_000;
 
 /**
  * The undo of everything CreateContainer makes, one named action per step, each written once for
@@ -101,9 +97,7 @@ export class ContainerTeardown {
     if (this.released.has(id)) return;
     try {
       await runtimeOf(this.deps, container).runc.delete(id);
-      if (await isRootfsMounted(id, this.deps.config.rootDir)) {
-        await run('umount', [rootfsPath(id, this.deps.config.rootDir)], { timeoutMs: UNMOUNT_TIMEOUT_MS });
-      }
+      await unmountRootfs(id, this.deps.config.rootDir);
       this.released.add(id);
     } catch (err) {
       logger.warn({ container: id, err: errorMessage(err) }, 'releasing an exited container failed');

@@ -9,8 +9,9 @@
  *
  * Why l/: mount(2) takes its options in one page (4096 bytes). Absolute layer paths are ~90
  * bytes each, so an image with ~40 layers would not fit; Docker's overlay2 hit the same limit.
- * We run mount with cwd = the container dir and name each lower by a 3–4 byte relative link,
- * which the kernel resolves against the mounting process's cwd. That fits overlayfs's own
+ * berth mounts in-process with absolute paths when they fit (an exec costs milliseconds), and
+ * otherwise runs mount(8) with cwd = the container dir, naming each lower by its 3–4 byte relative
+ * link, which the kernel resolves against the mounting process's cwd. That fits overlayfs's own
  * maximum of 500 lowers in the page.
  */
 import { mkdir, readdir, rm, stat, symlink } from 'node:fs/promises';
@@ -19,6 +20,7 @@ import { join, resolve } from 'node:path';
 import { AlreadyExistsError, InvalidArgumentError, NotFoundError } from '../errors.js';
 import { run } from '../exec.js';
 import { canonicalPath, readMountInfo, topMount } from '../mounts/mountinfo.js';
+import { mountSyscall, unmountAll } from '../mounts/syscalls.js';
 import { RootfsError } from './errors.js';
 import { isErrno } from './fsutil.js';
 import { LayerStore } from './layers.js';
@@ -87,21 +89,30 @@ export async function prepareRootfs(
       await mkdir(join(dir, 'empty'), { mode: 0o755 });
       lowerdir.push('empty');
     }
-    const options = [`lowerdir=${lowerdir.join(':')}`, 'upperdir=upper', 'workdir=work'];
     // As containerd and Docker do: with index=on (some distros' default) a lower reused under
     // other uppers, or a layer dir that moved, can fail to mount with "failed to verify origin".
-    if (await exists('/sys/module/overlay/parameters/index')) options.push('index=off');
-    const data = options.join(',');
-    if (data.length > MOUNT_DATA_MAX) {
-      throw new InvalidArgumentError(
-        'layers',
-        `${layerDiffIds.length} layers exceed the mount options limit`,
-      );
+    const indexOff = await exists('/sys/module/overlay/parameters/index');
+    const data = (at: (path: string) => string): string =>
+      [`lowerdir=${lowerdir.map(at).join(':')}`, `upperdir=${at('upper')}`, `workdir=${at('work')}`]
+        .concat(indexOff ? ['index=off'] : [])
+        .join(',');
+    const absolute = data((path) => join(dir, path));
+    // overlayfs splits its options on these; relative names from the container dir avoid them.
+    if (absolute.length <= MOUNT_DATA_MAX && !/[,:\\]/.test(dir)) {
+      await mountSyscall({ source: 'overlay', target, fstype: 'overlay', flags: 0, data: absolute });
+    } else {
+      const relative = data((path) => path);
+      if (relative.length > MOUNT_DATA_MAX) {
+        throw new InvalidArgumentError(
+          'layers',
+          `${layerDiffIds.length} layers exceed the mount options limit`,
+        );
+      }
+      await run('mount', ['-t', 'overlay', 'overlay', '-o', relative, target], {
+        cwd: dir,
+        timeoutMs: MOUNT_TIMEOUT_MS,
+      });
     }
-    await run('mount', ['-t', 'overlay', 'overlay', '-o', data, target], {
-      cwd: dir,
-      timeoutMs: MOUNT_TIMEOUT_MS,
-    });
     return target;
   } catch (err) {
     await removeRootfs(containerId, rootDir).catch(() => undefined);
@@ -116,27 +127,18 @@ export async function prepareRootfs(
  */
 export async function removeRootfs(containerId: string, rootDir: string): Promise<void> {
   const dir = containerDir(containerId, rootDir);
-  const target = join(dir, 'rootfs');
-  for (let i = 0; await isMountPoint(target); i++) {
-    if (i >= MAX_UNMOUNTS) {
-      throw new RootfsError(
-        containerId,
-        'unmount',
-        new Error(`${target} is still mounted after ${i} unmounts`),
-      );
-    }
-    try {
-      await run('umount', [target], { timeoutMs: MOUNT_TIMEOUT_MS });
-    } catch (err) {
-      try {
-        await run('umount', ['--lazy', target], { timeoutMs: MOUNT_TIMEOUT_MS });
-      } catch {
-        throw new RootfsError(containerId, 'unmount', err);
-      }
-    }
-  }
+  await unmountRootfs(containerId, rootDir);
   // Never reached with the overlay still mounted: rm would then walk the merged view.
   await rm(dir, { recursive: true, force: true });
+}
+
+/** Idempotent; every mount stacked on the rootfs goes, a busy one detached lazily. Keeps the dir. */
+export async function unmountRootfs(containerId: string, rootDir: string): Promise<void> {
+  try {
+    await unmountAll(rootfsPath(containerId, rootDir), MAX_UNMOUNTS);
+  } catch (err) {
+    throw new RootfsError(containerId, 'unmount', err);
+  }
 }
 
 export async function isRootfsMounted(containerId: string, rootDir: string): Promise<boolean> {

@@ -1,17 +1,15 @@
 /**
  * Pinned namespaces: a new netns (and a pod's ipc and uts namespaces) bind-mounted on a file, so it
- * outlives every process in it and can be handed to CNI plugins and runc by path. Done with
- * util-linux programs, not native code: `unshare --net=<file>` creates the namespace and performs
- * the bind mount itself.
+ * outlives every process in it and can be handed to CNI plugins and runc by path. `unshare
+ * --net=<file>` creates the namespace and performs the bind mount itself: a thread of this process
+ * cannot enter a new namespace safely. Unmounting is a syscall.
  */
 import { mkdir, open, readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { BerthError, ExecError, InvalidArgumentError, AlreadyExistsError, errorMessage } from '../errors.js';
+import { BerthError, InvalidArgumentError, AlreadyExistsError, errorMessage } from '../errors.js';
 import { run } from '../exec.js';
 import { canonicalPath, readMountInfo, topMount, type MountInfoEntry } from '../mounts/mountinfo.js';
-
-/** Mounting and unmounting are local syscalls; they only take long when the host is in trouble. */
-const MOUNT_TIMEOUT_MS = 10_000;
+import { MountFlags, mountSyscall, unmountAll, type MountRequest } from '../mounts/syscalls.js';
 
 /** A namespace could not be created, mounted or unmounted. */
 export class NetnsError extends BerthError {
@@ -55,7 +53,13 @@ async function doPrepareNetnsDir(dir: string): Promise<void> {
   let table = await readMountInfo();
   let top = topMount(table, canonical);
   if (!top) {
-    await mountCmd(dir, 'bind netns dir', ['--bind', dir, dir]);
+    await mountCmd(dir, 'bind netns dir', {
+      source: dir,
+      target: dir,
+      fstype: null,
+      flags: MountFlags.BIND,
+      data: null,
+    });
     table = await readMountInfo();
     top = topMount(table, canonical);
   }
@@ -65,10 +69,10 @@ async function doPrepareNetnsDir(dir: string): Promise<void> {
   // group: every pin made in the dir would then be mounted a second time on the parent, and
   // outlive its unmount there. Leaving the group first gives the dir a peer group of its own.
   if (group !== null && group === parentGroup) {
-    await mountCmd(dir, 'make private', ['--make-private', dir]);
+    await mountCmd(dir, 'make private', propagation(dir, MountFlags.PRIVATE));
   }
   if (group === null || group === parentGroup) {
-    await mountCmd(dir, 'make shared', ['--make-shared', dir]);
+    await mountCmd(dir, 'make shared', propagation(dir, MountFlags.SHARED));
   }
 }
 
@@ -77,9 +81,13 @@ function peerGroup(entry: MountInfoEntry | undefined): string | null {
   return entry?.optionalFields.find((f) => f.startsWith('shared:')) ?? null;
 }
 
-async function mountCmd(path: string, what: string, args: string[]): Promise<void> {
+function propagation(target: string, flag: number): MountRequest {
+  return { source: 'none', target, fstype: null, flags: flag, data: null };
+}
+
+async function mountCmd(path: string, what: string, request: MountRequest): Promise<void> {
   try {
-    await run('mount', args, { timeoutMs: MOUNT_TIMEOUT_MS });
+    await mountSyscall(request);
   } catch (err) {
     throw new NetnsError(path, what, err);
   }
@@ -169,44 +177,25 @@ async function createEmptyFile(path: string): Promise<void> {
 
 /**
  * Unmounts the pin; the namespace itself goes away once no process is left in it. Keeps the file.
- * Idempotent: a missing or unmounted path is fine. Loops because a path can be mounted more than
- * once (stacked mounts), and falls back to a lazy detach when a plain unmount is refused (busy).
+ * Idempotent: a missing or unmounted path is fine. Every mount stacked on the path goes, and a
+ * busy one is detached lazily.
  */
 export async function unmountPin(path: string): Promise<void> {
-  for (let attempt = 0; attempt < 8 && (await isMounted(path)); attempt++) {
-    try {
-      await run('umount', [path], { timeoutMs: MOUNT_TIMEOUT_MS });
-    } catch (err) {
-      if (!(await isMounted(path))) return;
-      await lazyUnmount(path, err);
-    }
-  }
-  if (await isMounted(path)) throw new NetnsError(path, 'unmount', new Error('still mounted'));
-}
-
-async function lazyUnmount(path: string, firstError: unknown): Promise<void> {
   try {
-    await run('umount', ['--lazy', path], { timeoutMs: MOUNT_TIMEOUT_MS });
+    await unmountAll(path);
   } catch (err) {
-    if (!(await isMounted(path))) return;
-    const said = err instanceof ExecError ? err.stderr : errorMessage(err);
-    throw new NetnsError(path, 'unmount', new Error(`${errorMessage(firstError)}; lazy: ${said}`));
+    throw new NetnsError(path, 'unmount', err);
   }
 }
 
 /** A pinned netns is a pin like any other. */
 export const unmountNetns = unmountPin;
 
-/**
- * Unmounts several pins (or any mount points) with one mount table read and one `umount` for
- * those mounted; whatever that leaves mounted goes through unmountPin's retries. Idempotent.
- */
+/** Unmounts several pins (or any mount points). Idempotent; the first failure is thrown after all were tried. */
 export async function unmountPins(paths: readonly string[]): Promise<void> {
-  const mounted = await mountedAmong(paths);
-  if (mounted.length === 0) return;
-  // A failure here is retried path by path below, with the lazy fallback.
-  await run('umount', mounted, { timeoutMs: MOUNT_TIMEOUT_MS }).catch(() => undefined);
-  for (const path of await mountedAmong(mounted)) await unmountPin(path);
+  const failures: unknown[] = [];
+  for (const path of paths) await unmountPin(path).catch((err: unknown) => failures.push(err));
+  if (failures.length > 0) throw failures[0];
 }
 
 /** Those of `paths` that are mount points now, from one read of the mount table. */

@@ -7,8 +7,8 @@
 import { mkdir, realpath } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { FailedPreconditionError, InvalidArgumentError } from '../errors.js';
-import { run } from '../exec.js';
 import { mountContaining, readMountInfo, type MountInfoEntry } from '../mounts/mountinfo.js';
+import { MountFlags, mountSyscall } from '../mounts/syscalls.js';
 
 /** CRI MountPropagation: PRIVATE, HOST_TO_CONTAINER (rslave), BIDIRECTIONAL (rshared). */
 export type MountPropagation = 'PRIVATE' | 'HOST_TO_CONTAINER' | 'BIDIRECTIONAL';
@@ -41,15 +41,12 @@ export interface ResolvedMounts {
 }
 
 export interface ResolveMountsOptions {
-  timeoutMs?: number;
   mountInfoPath?: string;
   /** Directories (real paths) in which a missing source is never created: berth's own. */
   noCreateUnder?: readonly string[];
   /** Files (real paths) no container may mount: berth's database and socket. */
   forbiddenSources?: readonly string[];
 }
-
-const DEFAULT_TIMEOUT_MS = 10_000;
 
 export async function resolveMounts(
   mounts: readonly BindMount[],
@@ -72,8 +69,12 @@ export async function resolveMounts(
     for (const m of propagating) {
       const host = mountContaining(table, m.hostPath);
       if (!host || propagationSatisfied(host, m.propagation)) continue;
-      await run('mount', ['--make-shared', host.mountPoint], {
-        timeoutMs: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+      await mountSyscall({
+        source: 'none',
+        target: host.mountPoint,
+        fstype: null,
+        flags: MountFlags.SHARED,
+        data: null,
       });
       madeShared.push(host.mountPoint);
       table = await readMountInfo(opts.mountInfoPath);

@@ -1,6 +1,5 @@
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { run } from '../exec.js';
-import { isMounted } from '../netns/index.js';
+import { MountFlags, mountSyscall, unmountAll } from '../mounts/syscalls.js';
 import { hostname as hostHostname } from 'node:os';
 import { join } from 'node:path';
 import type { DnsConfig } from '../model/sandbox.js';
@@ -11,7 +10,6 @@ export const HOSTNAME_FILE = 'hostname';
 export const SHM_DIR = 'shm';
 /** As kubelet and containerd size a pod's /dev/shm by default. */
 const SHM_SIZE = '64m';
-const MOUNT_TIMEOUT_MS = 30_000;
 
 /**
  * The pod's resolv.conf, written once per pod so every container mounts the same file. With no
@@ -43,19 +41,18 @@ export async function mountShm(sandboxDir: string): Promise<void> {
   const dir = join(sandboxDir, SHM_DIR);
   // A new sandbox's own dir: nothing can be mounted there yet, so no mount table read on this path.
   await mkdir(dir, { recursive: true, mode: 0o755 });
-  await run('mount', ['-t', 'tmpfs', '-o', `nosuid,nodev,noexec,mode=1777,size=${SHM_SIZE}`, 'shm', dir], {
-    timeoutMs: MOUNT_TIMEOUT_MS,
+  await mountSyscall({
+    source: 'shm',
+    target: dir,
+    fstype: 'tmpfs',
+    flags: MountFlags.NOSUID | MountFlags.NODEV | MountFlags.NOEXEC,
+    data: `mode=1777,size=${SHM_SIZE}`,
   });
 }
 
 /** Idempotent: a missing or unmounted dir is fine. */
 export async function unmountShm(sandboxDir: string): Promise<void> {
-  const dir = join(sandboxDir, SHM_DIR);
-  for (let i = 0; i < 4 && (await isMounted(dir)); i++) {
-    await run('umount', [dir], { timeoutMs: MOUNT_TIMEOUT_MS }).catch(() =>
-      run('umount', ['--lazy', dir], { timeoutMs: MOUNT_TIMEOUT_MS }),
-    );
-  }
+  await unmountAll(join(sandboxDir, SHM_DIR));
 }
 
 /** Removes a sandbox dir and everything in it; the shm tmpfs is unmounted first, so rm never walks it. */
