@@ -3,6 +3,7 @@
  * berthd by killing its cgroup (systemd's default KillMode=control-group) must leave the conmons,
  * and with them the containers' stdio, logs and exit codes, alone. Like CRI-O's conmon_cgroup.
  */
+import { join } from 'node:path';
 import type { CgroupDriver } from '../oci/cgroups.js';
 import { ensureCgroup, membershipsOf, moveProcess } from '../cgroups/hierarchy.js';
 import { readMountInfo } from '../mounts/mountinfo.js';
@@ -19,6 +20,7 @@ const MONITORS_CGROUP = 'berth-monitors';
 
 export class MonitorCgroup {
   private dirs: Promise<string[]> | null = null;
+  private ownDir: Promise<string | null> | null = null;
 
   constructor(
     private readonly mode: MonitorCgroupMode,
@@ -35,6 +37,27 @@ export class MonitorCgroup {
   /** Moves `pid` into the monitors' cgroup in every hierarchy berthd is in. */
   async place(pid: number): Promise<void> {
     for (const dir of await this.targetDirs()) await moveProcess(pid, dir);
+  }
+
+  /**
+   * Readies the kernel for the move `place` makes next, without waiting for it. A move between
+   * cgroups first waits for an RCU grace period unless another move happened a moment before
+   * (the kernel's cgroup_threadgroup_rwsem): 8–20 ms on a 2-core VM, measured, against about 1 ms
+   * right after another move. A waiting conmon is held for all of it. berthd moving itself into
+   * the cgroup it is already in changes nothing but starts that wait at once, so a create calls
+   * this as it begins and the wait overlaps the rootfs and spec work. Best effort.
+   */
+  prime(): void {
+    if (this.name === null) return;
+    this.ownDir ??= membershipsOf('self')
+      .then((memberships) => {
+        const own = memberships[0];
+        return own ? join(own.mountPoint, own.path) : null;
+      })
+      .catch(() => null);
+    void this.ownDir
+      .then((dir) => (dir === null ? undefined : moveProcess(process.pid, dir)))
+      .catch(() => undefined);
   }
 
   /**

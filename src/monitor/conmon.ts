@@ -156,6 +156,11 @@ export class Conmon {
    * throws MonitorError with runc's or conmon's words, and leaves no container, conmon, exit file
    * or persist directory behind.
    */
+  /** Called as a create begins, well before `create`: see MonitorCgroup.prime. */
+  prepareForCreate(): void {
+    this.opts.cgroup.prime();
+  }
+
   async create(req: MonitorCreateRequest): Promise<MonitorCreated> {
     validate(req);
     // Checked first so that the cleanup of a failed create never deletes another container.

@@ -148,6 +148,15 @@ after(async () => {
   await removeCgroupTree(cgroupParent);
 });
 
+test('prepareForCreate leaves this process in the cgroups it is in', async () => {
+  const before = await readFile('/proc/self/cgroup', 'utf8');
+  conmon.prepareForCreate();
+  conmon.prepareForCreate();
+  // Best effort and not awaited: give the no-op move time to land.
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.equal(await readFile('/proc/self/cgroup', 'utf8'), before);
+});
+
 test('exit code, monitor files, and stdout/stderr lines in the CRI log', async () => {
   const id = newId('exit3');
   // kubelet makes the pod log directory; when it has not, the runtime must.
