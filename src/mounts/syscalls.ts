@@ -98,13 +98,15 @@ export async function mountSyscall(request: MountRequest): Promise<void> {
  */
 export async function unmountAll(target: string, maxMounts = 8): Promise<number> {
   const c = await loadLibc();
-  for (let count = 0; count < maxMounts; count++) {
+  // One call more than maxMounts: the last one must find nothing left.
+  for (let count = 0; count <= maxMounts; count++) {
     if (c.umount2(target, 0) === 0) continue;
     const code = errnoName(c.errno());
     if (code === 'EINVAL' || code === 'ENOENT') return count;
-    if (code !== 'EBUSY' || c.umount2(target, MNT_DETACH) !== 0) {
-      throw new MountSyscallError(`unmount ${target}`, code === 'EBUSY' ? errnoName(c.errno()) : code);
+    if (code !== 'EBUSY') throw new MountSyscallError(`unmount ${target}`, code);
+    if (c.umount2(target, MNT_DETACH) !== 0) {
+      throw new MountSyscallError(`unmount ${target} (busy, then lazily)`, errnoName(c.errno()));
     }
   }
-  throw new MountSyscallError(`unmount ${target}: still mounted after ${maxMounts} unmounts`, 'EBUSY');
+  throw new MountSyscallError(`unmount ${target}: gave up after ${maxMounts + 1} unmounts`, 'EBUSY');
 }

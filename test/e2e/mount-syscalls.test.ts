@@ -38,6 +38,16 @@ test('mounts with the flags and data given, and unmounts every mount stacked on 
   assert.equal(await isMounted(target), false);
   assert.equal(await unmountAll(target), 0, 'idempotent: no mount point');
   assert.equal(await unmountAll(join(dir, 'missing')), 0, 'idempotent: no such path');
+
+  // maxMounts bounds a path something keeps mounting on: exactly that many is fine, one more is not.
+  for (let i = 0; i < 3; i++) await mountSyscall(tmpfs(target));
+  await assert.rejects(unmountAll(target, 1), (err: unknown) => {
+    assert.ok(err instanceof MountSyscallError);
+    assert.match(err.message, /gave up after 2 unmounts/);
+    return true;
+  });
+  assert.equal(await unmountAll(target, 1), 1, 'the last of the three');
+  assert.equal(await isMounted(target), false);
 });
 
 test('a busy mount is detached lazily, and what holds it keeps working', async () => {
