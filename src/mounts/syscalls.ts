@@ -91,6 +91,11 @@ export async function mountSyscall(request: MountRequest): Promise<void> {
   }
 }
 
+/** Makes `target`, a mount point, shared or private (MountFlags.SHARED, MountFlags.PRIVATE). */
+export function changePropagation(target: string, flag: number): Promise<void> {
+  return mountSyscall({ source: 'none', target, fstype: null, flags: flag, data: null });
+}
+
 /**
  * Unmounts everything stacked on `target` (a path can be mounted more than once) and returns how
  * many mounts went. Idempotent: a path that is no mount point (EINVAL) or does not exist is done.

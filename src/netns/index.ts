@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { BerthError, InvalidArgumentError, AlreadyExistsError, errorMessage } from '../errors.js';
 import { run } from '../exec.js';
 import { canonicalPath, readMountInfo, topMount, type MountInfoEntry } from '../mounts/mountinfo.js';
-import { MountFlags, mountSyscall, unmountAll, type MountRequest } from '../mounts/syscalls.js';
+import { changePropagation, MountFlags, mountSyscall, unmountAll } from '../mounts/syscalls.js';
 
 /** A namespace could not be created, mounted or unmounted. */
 export class NetnsError extends BerthError {
@@ -53,13 +53,9 @@ async function doPrepareNetnsDir(dir: string): Promise<void> {
   let table = await readMountInfo();
   let top = topMount(table, canonical);
   if (!top) {
-    await mountCmd(dir, 'bind netns dir', {
-      source: dir,
-      target: dir,
-      fstype: null,
-      flags: MountFlags.BIND,
-      data: null,
-    });
+    await withNetnsError(dir, 'bind netns dir', () =>
+      mountSyscall({ source: dir, target: dir, fstype: null, flags: MountFlags.BIND, data: null }),
+    );
     table = await readMountInfo();
     top = topMount(table, canonical);
   }
@@ -69,10 +65,10 @@ async function doPrepareNetnsDir(dir: string): Promise<void> {
   // group: every pin made in the dir would then be mounted a second time on the parent, and
   // outlive its unmount there. Leaving the group first gives the dir a peer group of its own.
   if (group !== null && group === parentGroup) {
-    await mountCmd(dir, 'make private', propagation(dir, MountFlags.PRIVATE));
+    await withNetnsError(dir, 'make private', () => changePropagation(dir, MountFlags.PRIVATE));
   }
   if (group === null || group === parentGroup) {
-    await mountCmd(dir, 'make shared', propagation(dir, MountFlags.SHARED));
+    await withNetnsError(dir, 'make shared', () => changePropagation(dir, MountFlags.SHARED));
   }
 }
 
@@ -81,13 +77,9 @@ function peerGroup(entry: MountInfoEntry | undefined): string | null {
   return entry?.optionalFields.find((f) => f.startsWith('shared:')) ?? null;
 }
 
-function propagation(target: string, flag: number): MountRequest {
-  return { source: 'none', target, fstype: null, flags: flag, data: null };
-}
-
-async function mountCmd(path: string, what: string, request: MountRequest): Promise<void> {
+async function withNetnsError(path: string, what: string, act: () => Promise<void>): Promise<void> {
   try {
-    await mountSyscall(request);
+    await act();
   } catch (err) {
     throw new NetnsError(path, what, err);
   }

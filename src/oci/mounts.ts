@@ -8,7 +8,7 @@ import { mkdir, realpath } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { FailedPreconditionError, InvalidArgumentError } from '../errors.js';
 import { mountContaining, readMountInfo, type MountInfoEntry } from '../mounts/mountinfo.js';
-import { MountFlags, mountSyscall } from '../mounts/syscalls.js';
+import { changePropagation, MountFlags } from '../mounts/syscalls.js';
 
 /** CRI MountPropagation: PRIVATE, HOST_TO_CONTAINER (rslave), BIDIRECTIONAL (rshared). */
 export type MountPropagation = 'PRIVATE' | 'HOST_TO_CONTAINER' | 'BIDIRECTIONAL';
@@ -69,13 +69,7 @@ export async function resolveMounts(
     for (const m of propagating) {
       const host = mountContaining(table, m.hostPath);
       if (!host || propagationSatisfied(host, m.propagation)) continue;
-      await mountSyscall({
-        source: 'none',
-        target: host.mountPoint,
-        fstype: null,
-        flags: MountFlags.SHARED,
-        data: null,
-      });
+      await changePropagation(host.mountPoint, MountFlags.SHARED);
       madeShared.push(host.mountPoint);
       table = await readMountInfo(opts.mountInfoPath);
     }

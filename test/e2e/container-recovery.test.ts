@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { lstat, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { after, before, describe, test, type TestContext } from 'node:test';
+import { after, describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { status } from '@grpc/grpc-js';
 import { REMOVE_FILES_STEP } from '../../src/container/teardown.js';
@@ -22,7 +22,7 @@ import { PAUSE_BEFORE_STEP_ENV, TestDaemon, useDaemon } from '../harness/daemon.
 import { changeRows, selectRows } from '../harness/database.js';
 import { exists, namesIn } from '../harness/files.js';
 import { rejectsWith } from '../harness/grpc.js';
-import { pushBusyboxSleeper } from '../harness/images.js';
+import { useBusyboxImage } from '../harness/images.js';
 import { assertLogged, startAndLog } from '../harness/log.js';
 import {
   containerConfig,
@@ -35,7 +35,6 @@ import {
   waitContainerState,
   type Pod,
 } from '../harness/pods.js';
-import { startRegistry, type TestRegistry } from '../harness/registry.js';
 import { writeRuncWrapper } from '../harness/runtime-wrapper.js';
 import { registrySkip as skip } from '../harness/skip.js';
 import { waitFor } from '../harness/wait.js';
@@ -53,19 +52,10 @@ interface ContainerRowSummary {
 }
 
 /** The test image (busybox, Cmd `sleep 1000`), pushed once for the whole file. */
-let imageRef = '';
+let imageRef: () => string;
 
 describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
-  let registry: TestRegistry | undefined;
-
-  before(async () => {
-    registry = await startRegistry();
-    imageRef = await pushBusyboxSleeper(registry, 'berth/recovery');
-  });
-
-  after(async () => {
-    await registry?.stop();
-  });
+  imageRef = useBusyboxImage('berth/recovery');
 
   describe('with an unmodified runtime', () => {
     const daemon = useDaemon({}, pullTestImage);
@@ -479,7 +469,7 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
 // The daemon
 
 async function pullTestImage(d: TestDaemon): Promise<void> {
-  await d.cri.callImage('PullImage', { image: { image: imageRef } });
+  await d.cri.callImage('PullImage', { image: { image: imageRef() } });
 }
 
 /**
@@ -537,7 +527,7 @@ async function removePod(d: TestDaemon, pod: Pod): Promise<void> {
 
 /** A container of the test image in `pod`. */
 function create(d: TestDaemon, pod: Pod, name: string, extra: Record<string, unknown> = {}): Promise<string> {
-  return createContainer(d.cri, pod, containerConfig(name, imageRef, extra));
+  return createContainer(d.cri, pod, containerConfig(name, imageRef(), extra));
 }
 
 function createStarted(
@@ -546,7 +536,7 @@ function createStarted(
   name: string,
   extra: Record<string, unknown> = {},
 ): Promise<string> {
-  return startContainer(d.cri, pod, containerConfig(name, imageRef, extra));
+  return startContainer(d.cri, pod, containerConfig(name, imageRef(), extra));
 }
 
 async function listedContainers(d: TestDaemon, podId?: string): Promise<string[]> {

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { connect as connectHttp2, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { connect as connectUnix } from 'node:net';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import {
   Client,
   credentials,
@@ -22,7 +22,7 @@ import type { ContainerEventResponse__Output as WireEvent } from '../../src/cri/
 import type { ContainerStatus__Output as WireContainerStatus } from '../../src/cri/generated/runtime/v1/ContainerStatus.js';
 import type { PodSandboxStatus__Output as WirePodStatus } from '../../src/cri/generated/runtime/v1/PodSandboxStatus.js';
 import { SHARED_PID_LINUX, useDaemon, type TestDaemon } from '../harness/daemon.js';
-import { pushBusyboxSleeper } from '../harness/images.js';
+import { useBusyboxImage } from '../harness/images.js';
 import {
   containerConfig,
   containerStatus,
@@ -33,7 +33,6 @@ import {
   waitContainerState,
   type Pod,
 } from '../harness/pods.js';
-import { startRegistry, type TestRegistry } from '../harness/registry.js';
 import { registrySkip as skip } from '../harness/skip.js';
 import { CRICTL } from '../harness/streaming.js';
 import { waitFor } from '../harness/wait.js';
@@ -42,22 +41,13 @@ const SUITE_TIMEOUT_MS = 600_000;
 /** src/daemon.ts: events one subscriber may have waiting. */
 const EVENT_BUFFER = 1000;
 
-let imageRef = '';
+let imageRef: () => string;
 
 describe('GetContainerEvents', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
-  let registry: TestRegistry | undefined;
-
-  before(async () => {
-    registry = await startRegistry();
-    imageRef = await pushBusyboxSleeper(registry, 'berth/events');
-  });
-
-  after(async () => {
-    await registry?.stop();
-  });
+  imageRef = useBusyboxImage('berth/events');
 
   const daemon = useDaemon({}, async (d) => {
-    await d.cri.callImage('PullImage', { image: { image: imageRef } });
+    await d.cri.callImage('PullImage', { image: { image: imageRef() } });
   });
 
   test("a pod's whole life, in order, each event with the pod's full status", async (t) => {
@@ -67,11 +57,11 @@ describe('GetContainerEvents', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     const since = BigInt(Date.now()) * 1_000_000n;
 
     const pod = await runPod(d.cri, d.pod('life'));
-    const sleeper = await startContainer(d.cri, pod, containerConfig('sleeper', imageRef));
+    const sleeper = await startContainer(d.cri, pod, containerConfig('sleeper', imageRef()));
     const quitter = await startContainer(
       d.cri,
       pod,
-      containerConfig('quitter', imageRef, { command: ['/bin/sh', '-c', 'sleep 0.5; exit 3'] }),
+      containerConfig('quitter', imageRef(), { command: ['/bin/sh', '-c', 'sleep 0.5; exit 3'] }),
     );
     await waitContainerState(d.cri, quitter, 'CONTAINER_EXITED');
     const stopped = await stream.waitFor((e) => is(e, quitter, 'STOPPED'));
@@ -170,7 +160,7 @@ describe('GetContainerEvents', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     // Each container makes four events: created, started, stopped (it exits at once), deleted.
     const lifecycle = async (n: number): Promise<void> => {
       const id = await timed(() =>
-        createContainer(d.cri, pod, containerConfig(`c${n}`, imageRef, { command: ['/bin/true'] })),
+        createContainer(d.cri, pod, containerConfig(`c${n}`, imageRef(), { command: ['/bin/true'] })),
       );
       containers.push(id);
       await timed(() => d.cri.call('StartContainer', { container_id: id }));
@@ -218,7 +208,7 @@ describe('GetContainerEvents', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     // A new subscription works at once, and the first one is still served.
     const again = new EventStream(d.socket);
     t.after(() => again.close());
-    const probe = await startContainer(d.cri, pod, containerConfig('probe', imageRef));
+    const probe = await startContainer(d.cri, pod, containerConfig('probe', imageRef()));
     await again.waitFor((e) => is(e, probe, 'STARTED'));
     await reader.waitFor((e) => is(e, probe, 'STARTED'));
   });
@@ -235,7 +225,7 @@ describe('GetContainerEvents', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     const id = await startContainer(
       d.cri,
       pod,
-      containerConfig('short', imageRef, { command: ['/bin/sh', '-c', 'sleep 3; exit 7'] }),
+      containerConfig('short', imageRef(), { command: ['/bin/sh', '-c', 'sleep 3; exit 7'] }),
     );
     await d.kill9();
     process.kill(infraPid, 'SIGKILL');

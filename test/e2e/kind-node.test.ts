@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { KindNode } from '../harness/kind-node.js';
-import { pushBusyboxSleeper } from '../harness/images.js';
+import { useBusyboxImage } from '../harness/images.js';
 import { KUBELET_POD_LINUX, podConfig } from '../harness/daemon.js';
 import {
   containerConfig,
@@ -24,7 +24,6 @@ import {
   waitContainerState,
   type Pod,
 } from '../harness/pods.js';
-import { startRegistry, type TestRegistry } from '../harness/registry.js';
 import { registrySkip } from '../harness/skip.js';
 import { waitFor } from '../harness/wait.js';
 
@@ -50,9 +49,8 @@ for (const { config, cgroupDriver, title } of SETUPS) {
       timeout: SUITE_TIMEOUT_MS,
     },
     () => {
-      let registry: TestRegistry | undefined;
+      const imageRef = useBusyboxImage('berth/kind-node');
       let node: KindNode | undefined;
-      let imageRef = '';
       let pod: Pod | undefined;
       let logger = '';
 
@@ -62,14 +60,11 @@ for (const { config, cgroupDriver, title } of SETUPS) {
       };
 
       before(async () => {
-        registry = await startRegistry();
-        imageRef = await pushBusyboxSleeper(registry, 'berth/kind-node');
         node = await KindNode.boot({ config });
       });
 
       after(async () => {
         await node?.destroy();
-        await registry?.stop();
       });
 
       test('the unit passes systemd-analyze verify where it is installed', async () => {
@@ -99,7 +94,7 @@ for (const { config, cgroupDriver, title } of SETUPS) {
 
       test('a pod with a container runs in the node, its root on the bind-mounted dir', async () => {
         const n = theNode();
-        await n.cri.callImage('PullImage', { image: { image: imageRef } });
+        await n.cri.callImage('PullImage', { image: { image: imageRef() } });
         pod = await runPod(
           n.cri,
           podConfig('logger', {
@@ -109,7 +104,7 @@ for (const { config, cgroupDriver, title } of SETUPS) {
               : {}),
           }),
         );
-        logger = await startContainer(n.cri, pod, containerConfig('logger', imageRef, { command: LOGGER }));
+        logger = await startContainer(n.cri, pod, containerConfig('logger', imageRef(), { command: LOGGER }));
         await waitContainerState(n.cri, logger, 'CONTAINER_RUNNING');
         assert.ok(
           existsSync(`${n.hostRootDir}/containers/${logger}`),

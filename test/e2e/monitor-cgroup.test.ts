@@ -15,7 +15,7 @@ import { membershipsOf, processesIn, type CgroupMembership } from '../../src/cgr
 import { isRunning, killQuietly } from '../../src/process/index.js';
 import { removeCgroupTree } from '../harness/cgroups.js';
 import { TestDaemon } from '../harness/daemon.js';
-import { pushBusyboxSleeper } from '../harness/images.js';
+import { useBusyboxImage } from '../harness/images.js';
 import {
   containerConfig,
   containerStatus,
@@ -26,7 +26,6 @@ import {
   waitContainerState,
   type Pod,
 } from '../harness/pods.js';
-import { startRegistry, type TestRegistry } from '../harness/registry.js';
 import { registrySkip as skip } from '../harness/skip.js';
 import { waitFor } from '../harness/wait.js';
 
@@ -40,25 +39,21 @@ const EXIT_CODE = 7;
 const WAITER = ['sh', '-c', `while [ ! -e /tmp/go ]; do sleep 0.1; done; exit ${EXIT_CODE}`];
 
 describe('monitors outside berthd cgroup', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
-  let registry: TestRegistry | undefined;
+  const imageRef = useBusyboxImage('berth/monitor-cgroup');
   let daemon: TestDaemon | undefined;
-  let imageRef = '';
   const configFile = `/run/${DAEMON_CGROUP}.toml`;
 
   before(async () => {
-    registry = await startRegistry();
-    imageRef = await pushBusyboxSleeper(registry, 'berth/monitor-cgroup');
     // First as a berth from before monitors had a cgroup: they stay in berthd's.
     await writeConfig(configFile, 'inherit');
     daemon = await TestDaemon.create({ cgroup: DAEMON_CGROUP, extraArgs: ['--config', configFile] });
-    await daemon.cri.callImage('PullImage', { image: { image: imageRef } });
+    await daemon.cri.callImage('PullImage', { image: { image: imageRef() } });
   });
 
   after(async () => {
     await daemon?.destroy();
     await killCgroup(await daemonCgroupDirs()).catch(() => undefined);
     await removeCgroupTree(DAEMON_CGROUP);
-    await registry?.stop();
     await rm(configFile, { force: true });
   });
 
@@ -66,7 +61,7 @@ describe('monitors outside berthd cgroup', { skip, timeout: SUITE_TIMEOUT_MS }, 
     const d = daemon;
     assert.ok(d);
     const oldPod = await runPod(d.cri, d.pod('before-upgrade'));
-    const oldLogger = await startContainer(d.cri, oldPod, loggerConfig('logger', imageRef));
+    const oldLogger = await startContainer(d.cri, oldPod, loggerConfig('logger', imageRef()));
     const [oldMonitor] = await d.conmonPids(oldLogger);
     assert.ok(oldMonitor !== undefined, 'no conmon for the first container');
     assert.ok((await processesInAny(await daemonCgroupDirs())).includes(oldMonitor));
@@ -77,8 +72,12 @@ describe('monitors outside berthd cgroup', { skip, timeout: SUITE_TIMEOUT_MS }, 
     await assertInMonitorsCgroup(oldMonitor);
 
     const pod = await runPod(d.cri, d.pod('after-upgrade'));
-    const logger = await startContainer(d.cri, pod, loggerConfig('logger', imageRef));
-    const waiter = await startContainer(d.cri, pod, containerConfig('waiter', imageRef, { command: WAITER }));
+    const logger = await startContainer(d.cri, pod, loggerConfig('logger', imageRef()));
+    const waiter = await startContainer(
+      d.cri,
+      pod,
+      containerConfig('waiter', imageRef(), { command: WAITER }),
+    );
     const containers = [oldLogger, logger, waiter];
     const monitors = new Map<string, number>();
     for (const id of containers) {

@@ -10,13 +10,13 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, test, type TestContext } from 'node:test';
+import { describe, test, type TestContext } from 'node:test';
 import { DgramSocket } from 'node-unix-socket';
 import { isRunning, processesMentioning } from '../../src/process/index.js';
 import { CriClient } from '../harness/client.js';
 import { TestDaemon, useDaemon } from '../harness/daemon.js';
 import { rejectsGrpc } from '../harness/grpc.js';
-import { pushBusyboxSleeper } from '../harness/images.js';
+import { useBusyboxImage } from '../harness/images.js';
 import {
   containerConfig,
   containerInfo,
@@ -27,26 +27,16 @@ import {
   stopAndRemovePod,
   type Pod,
 } from '../harness/pods.js';
-import { startRegistry, type TestRegistry } from '../harness/registry.js';
 import { registrySkip as skip } from '../harness/skip.js';
 import { waitFor } from '../harness/wait.js';
 
 const SUITE_TIMEOUT_MS = 300_000;
 
 /** The test image (busybox); pushed once for the whole file. */
-let imageRef = '';
+let imageRef: () => string;
 
 describe('berthd under a service manager', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
-  let registry: TestRegistry | undefined;
-
-  before(async () => {
-    registry = await startRegistry();
-    imageRef = await pushBusyboxSleeper(registry, 'berth/shutdown');
-  });
-
-  after(async () => {
-    await registry?.stop();
-  });
+  imageRef = useBusyboxImage('berth/shutdown');
 
   test('notifies READY once it serves, STOPPING on SIGTERM; nothing it starts sees NOTIFY_SOCKET', async (t) => {
     const manager = await serviceManager(t);
@@ -65,7 +55,7 @@ describe('berthd under a service manager', { skip, timeout: SUITE_TIMEOUT_MS }, 
 
     await pullImage(d);
     const pod = await runPod(d.cri, d.pod('notify'));
-    const id = await startContainer(d.cri, pod, containerConfig('sleeper', imageRef));
+    const id = await startContainer(d.cri, pod, containerConfig('sleeper', imageRef()));
     const { pid } = await containerInfo(d.cri, id);
     const [conmon] = await d.conmonPids(id);
     assert.ok(conmon, 'the container has a conmon');
@@ -232,7 +222,7 @@ async function serviceManager(t: TestContext): Promise<{ socket: string; receive
 }
 
 async function pullImage(d: TestDaemon): Promise<void> {
-  await d.cri.callImage('PullImage', { image: { image: imageRef } });
+  await d.cri.callImage('PullImage', { image: { image: imageRef() } });
 }
 
 /** A pod with a container running `sleep 3600`; removed after the test if the test did not. */
@@ -249,7 +239,7 @@ async function runSleeper(
   const id = await startContainer(
     d.cri,
     pod,
-    containerConfig('sleeper', imageRef, { command: ['sleep', '3600'] }),
+    containerConfig('sleeper', imageRef(), { command: ['sleep', '3600'] }),
   );
   const { pid } = await containerInfo(d.cri, id);
   return { pod, id, pid };

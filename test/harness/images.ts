@@ -3,17 +3,19 @@
  * so tests control modes, owners, links, devices, whiteouts and xattrs exactly), image configs,
  * manifests and indexes in OCI or Docker form, pushed to a TestRegistry.
  */
+import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, posix } from 'node:path';
+import { after, before } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { run } from '../../src/exec.js';
 import type { ImageRuntimeConfig } from '../../src/model/image.js';
 import { MEDIA_TYPES, type Descriptor, type Platform } from '../../src/registry/manifest.js';
 import { hostPlatform } from '../../src/registry/platform.js';
-import type { TestRegistry } from './registry.js';
+import { startRegistry, type TestRegistry } from './registry.js';
 
 interface Owner {
   uid?: number;
@@ -314,6 +316,26 @@ export async function pushBusyboxSleeper(registry: TestRegistry, repo: string): 
     config: { Cmd: ['/bin/sleep', '1000'], WorkingDir: '/' },
   });
   return image.reference;
+}
+
+/**
+ * A loopback registry holding the busybox sleeper as `<repo>:1`, for the enclosing describe block:
+ * started and pushed in its before hook, stopped after it. Returns the image's reference.
+ */
+export function useBusyboxImage(repo: string): () => string {
+  let registry: TestRegistry | undefined;
+  let reference = '';
+  before(async () => {
+    registry = await startRegistry();
+    reference = await pushBusyboxSleeper(registry, repo);
+  });
+  after(async () => {
+    await registry?.stop();
+  });
+  return () => {
+    assert.ok(reference, 'busybox image not pushed');
+    return reference;
+  };
 }
 
 /** Pushes layers, config and manifest; `tag` null pushes the manifest by digest only (for indexes). */
