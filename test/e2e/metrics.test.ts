@@ -4,7 +4,9 @@
  * only to loopback.
  */
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { status } from '@grpc/grpc-js';
 import { TestDaemon } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
@@ -16,6 +18,7 @@ import { startRegistry, type TestRegistry } from '../harness/registry.js';
 import { registrySkip, rootSkip } from '../harness/skip.js';
 
 const SUITE_TIMEOUT_MS = 180_000;
+const IDLE_WATCH_MS = 3_000;
 const UNKNOWN_ID = 'f'.repeat(64);
 
 describe('Prometheus metrics', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
@@ -43,6 +46,16 @@ describe('Prometheus metrics', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }
     const res = await fetch(`${url}/healthz`);
     assert.equal(res.status, 200);
     assert.equal(await res.text(), 'ok\n');
+  });
+
+  it('lets an idle berthd sleep: its event-loop lag sampler wakes it ten times a second, not a hundred', async () => {
+    const pid = daemon.proc?.pid;
+    assert.ok(pid !== undefined);
+    const before = await mainThreadWakeups(pid);
+    await sleep(IDLE_WATCH_MS);
+    const wakeups = (await mainThreadWakeups(pid)) - before;
+    // ~30 at a 100 ms sample interval; prom-client's default of 10 ms made ~300.
+    assert.ok(wakeups < 90, `berthd's main thread woke ${wakeups} times in ${IDLE_WATCH_MS} ms of idling`);
   });
 
   it("counts a pod's and a container's start by step, calls by status, and what runs", async () => {
@@ -152,6 +165,12 @@ describe('metrics turned off', { skip: rootSkip, timeout: SUITE_TIMEOUT_MS }, ()
     assert.equal(log.filter((e) => e.msg === 'serving metrics').length, 0);
   });
 });
+
+/** Each time berthd's main thread blocked, i.e. waited for its event loop's next event or timer. */
+async function mainThreadWakeups(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/task/${pid}/status`, 'utf8');
+  return Number(/^voluntary_ctxt_switches:\s+(\d+)$/m.exec(status)?.[1] ?? NaN);
+}
 
 /** The URL of the last "serving metrics" line: port 0 picks a new port at every start. */
 function metricsUrl(log: LogEntry[]): string {
