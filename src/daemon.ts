@@ -259,6 +259,7 @@ export async function startDaemon(
       const cleanedUp = await allSettledWithin(
         new Map<string, Promise<unknown>>([
           ['container files removal', containers.lifecycle.filesRemoved()],
+          ['pod files removal', sandboxes.filesRemoved()],
           // Open exec and attach sessions end here; their processes are killed, containers keep running.
           ['streams', streams.close()],
           ['metrics server', metricsServer?.close() ?? Promise.resolve()],

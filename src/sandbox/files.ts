@@ -1,7 +1,8 @@
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { MountFlags, mountSyscall, unmountAll } from '../mounts/syscalls.js';
 import { hostname as hostHostname } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { DnsConfig } from '../model/sandbox.js';
 
 export const RESOLV_CONF = 'resolv.conf';
@@ -59,4 +60,29 @@ export async function unmountShm(sandboxDir: string): Promise<void> {
 export async function removeSandboxDir(sandboxDir: string): Promise<void> {
   await unmountShm(sandboxDir);
   await rm(sandboxDir, { recursive: true, force: true });
+}
+
+/** The name a removed pod's dir has while it is deleted; no sandbox id starts so. */
+export const REMOVED_DIR_PREFIX = '.removed-';
+
+/**
+ * Moves a sandbox dir out of its place in one rename, for its contents to be deleted after the
+ * caller is done: a recursive delete is a dozen thread-pool round trips, each waiting its turn
+ * while other pods start and stop. The new name, beside the old, is no sandbox id, so start-up
+ * sweeps it if berthd dies before it is gone. Returns it, or null when there was no dir.
+ */
+export async function setAsideSandboxDir(sandboxDir: string): Promise<string | null> {
+  await unmountShm(sandboxDir);
+  // A random part: a dir of the same pod set aside before and still being deleted keeps its name.
+  const aside = join(
+    dirname(sandboxDir),
+    `${REMOVED_DIR_PREFIX}${basename(sandboxDir)}-${randomBytes(4).toString('hex')}`,
+  );
+  try {
+    await rename(sandboxDir, aside);
+    return aside;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
 }

@@ -57,6 +57,7 @@ export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
     sandboxes: store.sandboxes,
     cni: deps.cni,
     runtimes: deps.runtimes,
+    logger,
   });
   const rebooted = await detectReboot(deps.config.stateDir);
   const report: RecoveryReport = {
@@ -86,6 +87,8 @@ export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
     }
   }
   if (deps.recoverContainers) report.containers = await deps.recoverContainers(rebooted);
+  // The dirs of pods rolled back above are set aside and deleted meanwhile; the sweep must not race them.
+  await teardown.filesRemoved();
   await removeOrphans(deps, report);
   await writeBootMarker(deps.config.stateDir);
   return report;

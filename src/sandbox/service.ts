@@ -10,7 +10,7 @@ import { AlreadyExistsError, FailedPreconditionError } from '../errors.js';
 import { sandboxChange, type LifecycleEvents } from '../events/lifecycle.js';
 import type { Logger } from '../log.js';
 import { dialLocalhost } from '../netns/dial.js';
-import { createPinnedNamespaces, createPinnedNetns, mountedAmong } from '../netns/index.js';
+import { createPinnedNamespaces, createPinnedNetns } from '../netns/index.js';
 import { cgroupsPath } from '../oci/cgroups.js';
 import { buildInfraSpec } from '../oci/infra.js';
 import { clampOomScoreAdj } from '../oci/oom.js';
@@ -80,6 +80,7 @@ export class SandboxService {
       sandboxes: deps.store.sandboxes,
       cni: deps.cni,
       runtimes: deps.runtimes,
+      logger: deps.logger,
     });
   }
 
@@ -350,11 +351,11 @@ export class SandboxService {
     await this.sandboxLock.with(id, async () => {
       const sandbox = this.deps.store.sandboxes.get(id);
       if (!sandbox) return;
-      const needsStop =
-        sandbox.state !== 'NOTREADY' ||
-        networkMayBeAttached(sandbox) ||
-        (await mountedAmong(namespaceMounts(sandbox))).length > 0;
-      if (needsStop) await this.stopLocked(id);
+      // After a Stop that got as far as the network, only its unmounts can be left, and they are
+      // idempotent syscalls: cheaper than a read of the mount table to find out, which waited behind
+      // the thread pool's other work for 15 ms while pods started and stopped around it.
+      if (sandbox.state !== 'NOTREADY' || networkMayBeAttached(sandbox)) await this.stopLocked(id);
+      else await this.teardown.unmountForStop(id);
       await asStep('containers-remove', async () => this.deps.containers?.removeAllInSandbox(id));
       // Described while its status can still be built; sent only once it is really gone.
       const deleted = this.deps.events.capture(sandboxChange('DELETED', id));
@@ -362,6 +363,11 @@ export class SandboxService {
       deleted();
       this.deps.logger.info({ sandbox: id }, 'pod sandbox removed');
     });
+  }
+
+  /** For the daemon's stop: resolves once the dirs of removed pods are deleted, or left to start-up. */
+  filesRemoved(): Promise<void> {
+    return this.teardown.filesRemoved();
   }
 
   /** The full id of a READY sandbox, for PortForward to validate before it hands out a URL. */

@@ -1,10 +1,14 @@
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Cni } from '../cni/index.js';
+import { errorMessage } from '../errors.js';
+import type { Logger } from '../log.js';
 import type { Sandbox } from '../model/sandbox.js';
 import { removeNetns, unmountNetns, unmountPins } from '../netns/index.js';
 import { asStep } from '../operation/steps.js';
+import { RunningWork } from '../shutdown.js';
 import type { SandboxRepo } from '../store/index.js';
-import { removeSandboxDir, SHM_DIR, unmountShm } from './files.js';
+import { setAsideSandboxDir, SHM_DIR, unmountShm } from './files.js';
 import { namespaceMounts, pinPaths } from './namespaces.js';
 import { detach } from './network.js';
 import type { RuntimeHandlers } from './runtimes.js';
@@ -13,6 +17,7 @@ export interface TeardownDeps {
   sandboxes: SandboxRepo;
   cni: Cni;
   runtimes: RuntimeHandlers;
+  logger: Logger;
 }
 
 /** ADDING counts: a crash or failure mid-ADD may have left an attachment that only a DEL removes. */
@@ -30,6 +35,9 @@ export function networkMayBeAttached(sandbox: Pick<Sandbox, 'networkState'>): bo
  * failed halfway can simply be run again.
  */
 export class SandboxTeardown {
+  /** Deletions of set-aside sandbox dirs still under way. */
+  private readonly deletions = new RunningWork();
+
   constructor(private readonly deps: TeardownDeps) {}
 
   /** Kills and deletes the infra container, whatever state runc has it in. */
@@ -87,12 +95,29 @@ export class SandboxTeardown {
     await asStep('unmount', () => unmountPins(paths));
   }
 
-  /** The shm tmpfs and the namespace pins in it go with it. */
+  /**
+   * The shm tmpfs and the namespace pins in it are unmounted, the dir is set aside, and its
+   * contents are deleted in the background: nothing of the pod is left at its path on return.
+   */
   async removeDir(id: string): Promise<void> {
     const sandbox = this.deps.sandboxes.get(id);
     if (!sandbox) return;
     await this.unmountNamespaces(id);
-    await removeSandboxDir(sandbox.sandboxDir);
+    const aside = await setAsideSandboxDir(sandbox.sandboxDir);
+    if (aside === null) return;
+    void this.deletions.track(
+      rm(aside, { recursive: true, force: true }).catch((err: unknown) =>
+        this.deps.logger.warn(
+          { dir: aside, err: errorMessage(err) },
+          'deleting a removed sandbox dir failed; start-up sweeps it',
+        ),
+      ),
+    );
+  }
+
+  /** Resolves once the dirs set aside so far are deleted (or have failed to be: start-up sweeps those). */
+  filesRemoved(): Promise<void> {
+    return this.deletions.settled();
   }
 
   /**

@@ -7,12 +7,13 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { run } from '../../src/exec.js';
 import { isMounted } from '../../src/netns/index.js';
 import { isRunning } from '../../src/process/index.js';
+import { REMOVED_DIR_PREFIX } from '../../src/sandbox/files.js';
 import { changeRows, databasePath, selectRows } from '../harness/database.js';
 import {
   FIXTURES,
@@ -457,6 +458,10 @@ describe('orphans', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.ok(await isMounted(orphanNetns));
     const foreign = join(d.netnsDir, `other-${hex()}`);
     await writeFile(foreign, '');
+    // The dir of a removed pod that a kill -9 caught while it was being deleted.
+    const setAside = `${REMOVED_DIR_PREFIX}${hex()}-0badf00d`;
+    await mkdir(join(d.rootDir, 'sandboxes', setAside, 'ns'), { recursive: true });
+    await writeFile(join(d.rootDir, 'sandboxes', setAside, 'hostname'), 'gone\n');
 
     const { log } = await startAndLog(d);
 
@@ -473,6 +478,7 @@ describe('orphans', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.ok(!(await isRunning(lostPid)), 'the orphan infra process still runs');
     assert.deepEqual(await d.sandboxDirs(), [kept]);
     assertLogged(log, 'removed a sandbox dir with no record', { dir: lost });
+    assertLogged(log, 'removed a sandbox dir with no record', { dir: setAside });
 
     // The recorded pod is untouched.
     assert.deepEqual(await podStatus<WireStatus>(d.cri, kept), keptBefore);

@@ -16,6 +16,7 @@ import { watchRss } from './memory.js';
 import { mountPointsBelow, unmountAllBelow } from './mounts.js';
 import { bridgePlugin, leasedIps, unusedPrefix, type TestNetwork } from './network.js';
 import { waitFor } from './wait.js';
+import { REMOVED_DIR_PREFIX } from '../../src/sandbox/files.js';
 
 /** berthd's launcher, in the source tree (from dist/test/harness): it starts dist/src/main.js with berthd's node flags. */
 const LAUNCHER = fileURLToPath(new URL('../../../bin/berthd', import.meta.url));
@@ -268,8 +269,16 @@ export class TestDaemon {
     return out ? (JSON.parse(out.stdout) as { status: string }).status : '';
   }
 
+  /**
+   * The pods' dirs, once those of removed pods are deleted: berthd sets a removed pod's dir aside
+   * as `.removed-*` and deletes it in the background. One still there after a while is returned too.
+   */
   async sandboxDirs(): Promise<string[]> {
-    return namesIn(join(this.rootDir, 'sandboxes'));
+    const dir = join(this.rootDir, 'sandboxes');
+    const settled = async (): Promise<boolean> =>
+      !(await namesIn(dir)).some((name) => name.startsWith(REMOVED_DIR_PREFIX));
+    await waitFor(settled, REMOVED_DIR_WAIT_MS).catch(() => {});
+    return namesIn(dir);
   }
 
   /**
@@ -325,6 +334,8 @@ export interface DaemonExit {
 }
 
 /** The env that makes berthd's next RunPodSandbox or CreateContainer stop for good before a step. */
+const REMOVED_DIR_WAIT_MS = 5_000;
+
 export const PAUSE_BEFORE_STEP_ENV = 'BERTH_TEST_PAUSE_BEFORE_STEP';
 
 /**
