@@ -19,6 +19,7 @@ import { join, resolve } from 'node:path';
 
 import { AlreadyExistsError, InvalidArgumentError, NotFoundError } from '../errors.js';
 import { run } from '../exec.js';
+import { allSettledOrThrow } from '../settle.js';
 import { canonicalPath, readMountInfo, topMount } from '../mounts/mountinfo.js';
 import { mountSyscall, unmountAll } from '../mounts/syscalls.js';
 import { RootfsError } from './errors.js';
@@ -31,6 +32,20 @@ const MOUNT_TIMEOUT_MS = 30_000;
 const MOUNT_DATA_MAX = 4095;
 /** A rootfs stacked more than this many times is not ours to keep unmounting. */
 const MAX_UNMOUNTS = 8;
+
+let indexOption: Promise<boolean> | null = null;
+
+/**
+ * Whether overlayfs takes `index=`: kept once true. Until the overlay module is loaded (the first
+ * overlay mount loads it) its parameters are not there, so a false is asked again next time.
+ */
+function overlayHasIndexOption(): Promise<boolean> {
+  indexOption ??= exists('/sys/module/overlay/parameters/index').then((found) => {
+    if (!found) indexOption = null;
+    return found;
+  });
+  return indexOption;
+}
 
 export function containerDir(containerId: string, rootDir: string): string {
   checkContainerId(containerId);
@@ -62,9 +77,11 @@ export async function prepareRootfs(
   const layers = new LayerStore(rootDir);
   // Checked before anything is created: a missing layer is the likely failure, and the clearest.
   const lowers = [...layerDiffIds].reverse().map((diffId) => ({ diffId, fs: layers.fsDir(diffId) }));
-  for (const { diffId, fs } of lowers) {
-    if (!(await isDir(fs))) throw new NotFoundError('layer', diffId);
-  }
+  // Side by side, as are the dirs and links below: each is a thread-pool round trip, which waits
+  // its turn while other pods start, and images commonly have five to fifteen layers.
+  const present = await Promise.all(lowers.map(({ fs }) => isDir(fs)));
+  const missing = lowers.find((_, i) => !present[i]);
+  if (missing) throw new NotFoundError('layer', missing.diffId);
 
   await mkdir(join(resolve(rootDir), 'containers'), { recursive: true, mode: 0o711 });
   try {
@@ -74,24 +91,23 @@ export async function prepareRootfs(
     throw err;
   }
   try {
-    // upper/'s root becomes the merged root: 0755 like any /.
-    await mkdir(join(dir, 'upper'), { mode: 0o755 });
-    await mkdir(join(dir, 'work'), { mode: 0o700 });
-    await mkdir(target, { mode: 0o755 });
-    await mkdir(join(dir, 'l'), { mode: 0o700 });
-    const lowerdir: string[] = [];
-    for (const [index, { fs }] of lowers.entries()) {
-      const link = `l/${index.toString(36)}`;
-      await symlink(fs, join(dir, link));
-      lowerdir.push(link);
-    }
-    if (lowerdir.length === 0) {
-      await mkdir(join(dir, 'empty'), { mode: 0o755 });
-      lowerdir.push('empty');
-    }
+    const links = lowers.map(({ fs }, index) => ({ fs, link: `l/${index.toString(36)}` }));
+    const lowerdir = links.length > 0 ? links.map(({ link }) => link) : ['empty'];
+    // Every one settles before a failure is thrown, so the cleanup below never races a mkdir.
+    await allSettledOrThrow([
+      // upper/'s root becomes the merged root: 0755 like any /.
+      mkdir(join(dir, 'upper'), { mode: 0o755 }),
+      mkdir(join(dir, 'work'), { mode: 0o700 }),
+      mkdir(target, { mode: 0o755 }),
+      links.length === 0
+        ? mkdir(join(dir, 'empty'), { mode: 0o755 })
+        : mkdir(join(dir, 'l'), { mode: 0o700 }).then(() =>
+            allSettledOrThrow(links.map(({ fs, link }) => symlink(fs, join(dir, link)))),
+          ),
+    ]);
     // As containerd and Docker do: with index=on (some distros' default) a lower reused under
     // other uppers, or a layer dir that moved, can fail to mount with "failed to verify origin".
-    const indexOff = await exists('/sys/module/overlay/parameters/index');
+    const indexOff = await overlayHasIndexOption();
     const data = (at: (path: string) => string): string =>
       [`lowerdir=${lowerdir.map(at).join(':')}`, `upperdir=${at('upper')}`, `workdir=${at('work')}`]
         .concat(indexOff ? ['index=off'] : [])

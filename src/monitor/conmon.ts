@@ -36,6 +36,7 @@ import {
 import { findProgram } from '../exec.js';
 import { CREATE_LOG, Runc, readLoggedErrors } from '../oci/runc.js';
 import { isRunning, killQuietly, parentPid, readPidFile, waitForExit } from '../process/index.js';
+import { allSettledOrThrow } from '../settle.js';
 import type { MonitorCgroup } from './cgroup.js';
 import { MONITOR_ID_PATTERN } from './exits.js';
 import { checkLogPath, prepareLogPath } from './logs.js';
@@ -163,28 +164,33 @@ export class Conmon {
 
   async create(req: MonitorCreateRequest): Promise<MonitorCreated> {
     validate(req);
-    // Checked first so that the cleanup of a failed create never deletes another container.
-    if ((await this.runc.state(req.id)) !== null) {
-      throw new AlreadyExistsError(`container "${req.id}" already exists`);
-    }
-    const bundle = await stat(req.bundleDir).catch(() => null);
+    // Side by side (each is a thread-pool round trip), and all before anything is removed or
+    // made: the cleanup of a failed create must never delete another container's files.
+    const [state, bundle, runtime] = await Promise.all([
+      this.runc.state(req.id),
+      stat(req.bundleDir).catch(() => null),
+      this.resolveRuntime(),
+    ]);
+    if (state !== null) throw new AlreadyExistsError(`container "${req.id}" already exists`);
     if (!bundle?.isDirectory())
       throw new FailedPreconditionError(`bundle ${req.bundleDir} is not a directory`);
-    const runtime = await this.resolveRuntime();
     // Leftovers of an earlier container of this id would read as this one's exit.
     await this.removeMonitorFiles(req.id);
     const persistDir = this.persistDirOf(req.id);
+    const opened = open(join(req.bundleDir, CONMON_LOG), 'w');
     let out: FileHandle;
     try {
-      await Promise.all([
+      await allSettledOrThrow([
         mkdir(this.opts.exitDir, { recursive: true }),
         mkdir(this.opts.socketDir, { recursive: true }),
         mkdir(persistDir, { recursive: true }),
-        req.logPath === '' ? undefined : prepareLogPath(req.logPath),
+        req.logPath === '' ? Promise.resolve() : prepareLogPath(req.logPath),
+        writeFile(join(req.bundleDir, CREATE_LOG), ''),
+        opened,
       ]);
-      await writeFile(join(req.bundleDir, CREATE_LOG), '');
-      out = await open(join(req.bundleDir, CONMON_LOG), 'w');
+      out = await opened;
     } catch (err) {
+      await opened.then((file) => file.close()).catch(() => undefined);
       await this.removeMonitorFiles(req.id).catch(() => undefined);
       throw err;
     }

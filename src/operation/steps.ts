@@ -106,13 +106,3 @@ export async function asStep<T>(step: string, act: () => Promise<T>): Promise<T>
     throw new StepError(step, err);
   }
 }
-
-/**
- * Waits for every task, then throws the first failure: a failed branch must not start the unwind
- * while a sibling is still acting, or the sibling's work would escape the undo.
- */
-export async function allSettledOrThrow(tasks: Array<Promise<unknown>>): Promise<void> {
-  const results = await Promise.allSettled(tasks);
-  const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-  if (failure) throw failure.reason;
-}

@@ -24,7 +24,8 @@ import { attach, attachmentFor, PodCidrs, storedNetworking } from './network.js'
 import type { RuntimeHandlers } from './runtimes.js';
 import { SandboxTeardown, networkMayBeAttached } from './teardown.js';
 import type { SandboxFilter, SandboxVerboseInfo, SandboxView } from './types.js';
-import { Steps, allSettledOrThrow, asStep } from '../operation/steps.js';
+import { Steps, asStep } from '../operation/steps.js';
+import { allSettledOrThrow } from '../settle.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import { matchesLabels } from '../operation/lookup.js';
 import { findSandbox } from './lookup.js';
