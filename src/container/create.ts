@@ -9,6 +9,7 @@ import type { Sandbox } from '../model/sandbox.js';
 import { cgroupsPath } from '../oci/cgroups.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import { Steps } from '../operation/steps.js';
+import { allSettledOrThrow } from '../settle.js';
 import { findSandbox } from '../sandbox/lookup.js';
 import { nowNanos } from '../time.js';
 import type { ContainerServiceDeps } from './context.js';
@@ -88,7 +89,7 @@ export class ContainerCreation {
         prepareRootfs(id, imageConfig.rootfs.diff_ids, config.rootDir),
       );
       await step('spec', async () => {
-        const prepared = await prepareSpec({
+        const preparing = prepareSpec({
           containerId: id,
           spec,
           sandbox,
@@ -98,7 +99,9 @@ export class ContainerCreation {
           targetPid: this.targetPid(spec, sandbox),
           guard: await this.mountGuard(),
         });
-        await mkdir(bundleDir, { recursive: true, mode: 0o700 });
+        // The bundle dir meanwhile; both settle before a failure reaches the rootfs undo.
+        await allSettledOrThrow([preparing, mkdir(bundleDir, { recursive: true, mode: 0o700 })]);
+        const prepared = await preparing;
         await writeFile(join(bundleDir, 'config.json'), JSON.stringify(prepared.spec));
         store.containers.userResolved(id, prepared.user);
         for (const note of prepared.notes) log.warn(note);

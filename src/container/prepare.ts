@@ -53,11 +53,12 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
   if (sandbox.infra && !(await isRunning(sandbox.pid))) {
     throw new FailedPreconditionError(`pod sandbox ${sandbox.id}: its infra process is not running`);
   }
-  const [user, mounts, devices, hosts] = await Promise.all([
+  const [user, mounts, devices, hosts, shm] = await Promise.all([
     resolveUser(input.rootfsPath, spec.security, input.image.config.User),
     resolveMounts(spec.mounts, input.guard),
     resolveDevices(spec),
     ensureHostsFile(sandbox),
+    podShm(sandbox),
   ]);
   const all = await allCapabilities();
   const capabilities = effectiveCapabilities(spec.security, all);
@@ -76,7 +77,7 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
       resolvConf: join(sandbox.sandboxDir, RESOLV_CONF),
       hostname: join(sandbox.sandboxDir, HOSTNAME_FILE),
       hosts,
-      ...(await podShm(sandbox)),
+      ...shm,
     },
     cgroupsPath: input.cgroupsPath,
     oomScoreAdj: clampOomScoreAdj(spec.resources.oomScoreAdj),
