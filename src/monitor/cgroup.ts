@@ -8,6 +8,7 @@ import type { CgroupDriver } from '../oci/cgroups.js';
 import { ensureCgroup, membershipsOf, moveProcess } from '../cgroups/hierarchy.js';
 import { readMountInfo } from '../mounts/mountinfo.js';
 import { commandLine, processesMentioning } from '../process/index.js';
+import { allSettledOrThrow } from '../settle.js';
 
 /**
  * `berth-monitors`: a cgroup of their own at the top of every hierarchy berthd is in
@@ -36,7 +37,9 @@ export class MonitorCgroup {
 
   /** Moves `pid` into the monitors' cgroup in every hierarchy berthd is in. */
   async place(pid: number): Promise<void> {
-    for (const dir of await this.targetDirs()) await moveProcess(pid, dir);
+    // Side by side: cgroup v1 has a dozen hierarchies, each move is three thread-pool round trips,
+    // and conmon waits for all of them before it may start runc.
+    await allSettledOrThrow((await this.targetDirs()).map((dir) => moveProcess(pid, dir)));
   }
 
   /**
