@@ -4,7 +4,7 @@
  * --net=<file>` creates the namespace and performs the bind mount itself: a thread of this process
  * cannot enter a new namespace safely. Unmounting is a syscall.
  */
-import { mkdir, open, readdir, unlink } from 'node:fs/promises';
+import { mkdir, open, readdir, statfs, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BerthError, InvalidArgumentError, AlreadyExistsError, errorMessage } from '../errors.js';
 import { run } from '../exec.js';
@@ -20,6 +20,22 @@ export class NetnsError extends BerthError {
     override readonly cause: unknown,
   ) {
     super(`${what} ${path}: ${errorMessage(cause)}`);
+  }
+}
+
+/** nsfs's magic number (linux/magic.h): what statfs(2) says of a path a namespace is bound on. */
+const NSFS_MAGIC = 0x6e736673;
+
+/**
+ * True when a namespace is bound on `path`: a pin that is still one (a reboot leaves at most a
+ * plain file). One statfs, where isMounted reads and parses the whole mount table, which grows
+ * with every pod.
+ */
+export async function isPinned(path: string): Promise<boolean> {
+  try {
+    return (await statfs(path)).type === NSFS_MAGIC;
+  } catch {
+    return false;
   }
 }
 

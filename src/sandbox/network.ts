@@ -3,7 +3,7 @@ import type { CniAttachment, CniNetworkList, PortMappingCap } from '../cni/types
 import { BerthError, errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Sandbox, SandboxSpec, StoredNetworking } from '../model/sandbox.js';
-import { isMounted } from '../netns/index.js';
+import { isPinned } from '../netns/index.js';
 import type { NetworkUp } from '../store/index.js';
 
 export const POD_IFNAME = 'eth0';
@@ -78,7 +78,7 @@ export async function detach(cni: Cni, sandbox: Pick<Sandbox, 'cniConfig' | 'cni
   const results = sandbox.cniResults ?? [];
   // A pin that is no longer a mount (after a reboot) is a plain file: plugins reject it as a netns
   // and would keep the lease. The spec allows an empty netns on DEL: clean the host side only.
-  const netnsMounted = stored.attachment.netnsPath !== '' && (await isMounted(stored.attachment.netnsPath));
+  const netnsMounted = stored.attachment.netnsPath !== '' && (await isPinned(stored.attachment.netnsPath));
   const attachment = netnsMounted ? stored.attachment : { ...stored.attachment, netnsPath: '' };
   // Each network was attached on its own, so they are detached side by side. A plugin whose ADD
   // never started needs no DEL (its binary may be the very thing missing); one that started still

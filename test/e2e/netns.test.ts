@@ -8,6 +8,7 @@ import { run } from '../../src/exec.js';
 import {
   createPinnedNetns,
   isMounted,
+  isPinned,
   listNetns,
   prepareNetnsDir,
   removeNetns,
@@ -71,6 +72,9 @@ test('create, inspect, unmount and remove a pinned netns', async () => {
   const path = await createPinnedNetns(dir, 'berth-test-a', T);
   assert.equal(path, join(dir, 'berth-test-a'));
   assert.equal(await isMounted(path), true);
+  assert.equal(await isPinned(path), true);
+  // The netns dir is a mount point too (a shared self-bind), of tmpfs, not of a namespace.
+  assert.equal(await isPinned(dir), false);
   assert.notEqual(await nsInode(path), await nsInode('/proc/self/ns/net'));
 
   const { stdout } = await run('nsenter', [`--net=${path}`, 'ip', '-j', 'link'], { timeoutMs: T });
@@ -86,7 +90,9 @@ test('create, inspect, unmount and remove a pinned netns', async () => {
 
   await unmountNetns(path);
   assert.equal(await isMounted(path), false);
+  assert.equal(await isPinned(path), false, 'a pin that lost its mount is a plain file');
   assert.equal(await exists(path), true, 'unmount keeps the file');
+  assert.equal(await isPinned(join(dir, 'never-existed')), false);
   await unmountNetns(path);
   await unmountNetns(join(dir, 'never-existed'));
 
