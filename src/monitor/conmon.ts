@@ -152,16 +152,16 @@ export class Conmon {
     return join(this.opts.persistDir, id);
   }
 
-  /**
-   * `runc create` under a new conmon: the container is left created, for `runc start`. On failure
-   * throws MonitorError with runc's or conmon's words, and leaves no container, conmon, exit file
-   * or persist directory behind.
-   */
   /** Called as a create begins, well before `create`: see MonitorCgroup.prime. */
   prepareForCreate(): void {
     this.opts.cgroup.prime();
   }
 
+  /**
+   * `runc create` under a new conmon: the container is left created, for `runc start`. On failure
+   * throws MonitorError with runc's or conmon's words, and leaves no container, conmon, exit file
+   * or persist directory behind.
+   */
   async create(req: MonitorCreateRequest): Promise<MonitorCreated> {
     validate(req);
     // Side by side (each is a thread-pool round trip), and all before anything is removed or

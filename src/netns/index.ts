@@ -10,6 +10,7 @@ import { BerthError, InvalidArgumentError, AlreadyExistsError, errorMessage } fr
 import { run } from '../exec.js';
 import { canonicalPath, readMountInfo, topMount, type MountInfoEntry } from '../mounts/mountinfo.js';
 import { changePropagation, MountFlags, mountSyscall, unmountAll } from '../mounts/syscalls.js';
+import { allSettledOrThrow } from '../settle.js';
 
 /** A namespace could not be created, mounted or unmounted. */
 export class NetnsError extends BerthError {
@@ -201,9 +202,7 @@ export const unmountNetns = unmountPin;
 
 /** Unmounts several pins (or any mount points). Idempotent; the first failure is thrown after all were tried. */
 export async function unmountPins(paths: readonly string[]): Promise<void> {
-  const failures: unknown[] = [];
-  for (const path of paths) await unmountPin(path).catch((err: unknown) => failures.push(err));
-  if (failures.length > 0) throw failures[0];
+  await allSettledOrThrow(paths.map(unmountPin));
 }
 
 /** Those of `paths` that are mount points now, from one read of the mount table. */

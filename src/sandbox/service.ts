@@ -352,11 +352,10 @@ export class SandboxService {
     await this.sandboxLock.with(id, async () => {
       const sandbox = this.deps.store.sandboxes.get(id);
       if (!sandbox) return;
-      // After a Stop that got as far as the network, only its unmounts can be left, and they are
-      // idempotent syscalls: cheaper than a read of the mount table to find out, which waited behind
-      // the thread pool's other work for 15 ms while pods started and stopped around it.
+      // After a Stop that got as far as the network, only its unmounts can be left, and the teardown
+      // below makes each of them anyway (idempotent syscalls): no read of the mount table to find
+      // out, which waited behind the thread pool's other work for 15 ms while pods came and went.
       if (sandbox.state !== 'NOTREADY' || networkMayBeAttached(sandbox)) await this.stopLocked(id);
-      else await this.teardown.unmountForStop(id);
       await asStep('containers-remove', async () => this.deps.containers?.removeAllInSandbox(id));
       // Described while its status can still be built; sent only once it is really gone.
       const deleted = this.deps.events.capture(sandboxChange('DELETED', id));
