@@ -1,13 +1,9 @@
 /**
- * mount(2) and umount2(2) called in-process through koffi (a maintained FFI with prebuilt binaries,
- * so no compiler is needed to install berth). An exec of util-linux's mount or umount costs 2–5 ms
- * here, and a pod start, a container create and a pod stop each paid it at least once.
- *
- * The calls are synchronous: a local mount or unmount returns in microseconds, and errno is only
- * readable on the thread that made the call. koffi is loaded on first use.
+ * mount(2) and umount2(2) called in-process (see libc.ts). An exec of util-linux's mount or umount
+ * costs 2–5 ms here, and a pod start, a container create and a pod stop each paid it at least once.
  */
-import { getSystemErrorMap } from 'node:util';
 import { BerthError } from '../errors.js';
+import { describeErrno, errnoName, loadLibc } from '../libc.js';
 
 /** mount(2) flags berth uses (linux/mount.h). */
 export const MountFlags = {
@@ -31,46 +27,6 @@ export class MountSyscallError extends BerthError {
   ) {
     super(`${what}: ${code} (${describeErrno(code)})`);
   }
-}
-
-interface Libc {
-  mount(
-    source: string | null,
-    target: string,
-    fstype: string | null,
-    flags: number,
-    data: string | null,
-  ): number;
-  umount2(target: string, flags: number): number;
-  errno(): number;
-}
-
-let libc: Promise<Libc> | undefined;
-
-function loadLibc(): Promise<Libc> {
-  libc ??= import('koffi').then(({ default: koffi }) => {
-    const lib = koffi.load('libc.so.6');
-    const mount = lib.func(
-      'int mount(const char *source, const char *target, const char *fstype, unsigned long flags, const char *data)',
-    );
-    const umount2 = lib.func('int umount2(const char *target, int flags)');
-    return {
-      mount: (source, target, fstype, flags, data) => Number(mount(source, target, fstype, flags, data)),
-      umount2: (target, flags) => Number(umount2(target, flags)),
-      errno: () => koffi.errno(),
-    };
-  });
-  return libc;
-}
-
-const errnoNames = new Map<number, [string, string]>();
-function errnoName(errno: number): string {
-  if (errnoNames.size === 0) for (const [code, entry] of getSystemErrorMap()) errnoNames.set(-code, entry);
-  return errnoNames.get(errno)?.[0] ?? `errno ${errno}`;
-}
-function describeErrno(name: string): string {
-  for (const [, [code, message]] of getSystemErrorMap()) if (code === name) return message;
-  return 'unknown error';
 }
 
 export interface MountRequest {
