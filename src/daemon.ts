@@ -1,5 +1,5 @@
-import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { ensureDir, PASSABLE_DIR, PRIVATE_DIR } from './file-modes.js';
 import { Cni } from './cni/index.js';
 import { findProgram } from './exec.js';
 import type { BerthConfig } from './config/types.js';
@@ -67,8 +67,10 @@ export async function startDaemon(
   opts: DaemonOptions = {},
 ): Promise<Daemon> {
   const started = Date.now();
-  await mkdir(config.rootDir, { recursive: true, mode: 0o711 });
-  await mkdir(config.stateDir, { recursive: true, mode: 0o711 });
+  // The root dir is root's alone, image content, rootfs and secrets included, also when an older
+  // berth made it 0711; the state dir stays passable, as the CRI socket's dir may be it.
+  await ensureDir(config.rootDir, PRIVATE_DIR);
+  await ensureDir(config.stateDir, PASSABLE_DIR);
   await prepareNetnsDir(config.netnsDir);
   await resetExecDirs(execDirs(config));
   const infraRootfs = await ensureInfraRootfs(config.rootDir);

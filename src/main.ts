@@ -2,6 +2,7 @@
 import { ConfigError } from './config/error.js';
 import { loadConfig } from './config/load.js';
 import { errorMessage } from './errors.js';
+import { DAEMON_UMASK } from './file-modes.js';
 import { createLogger } from './log.js';
 import { ServiceNotifier } from './systemd/notify.js';
 
@@ -21,6 +22,9 @@ async function main(): Promise<number> {
     return 0;
   }
   const config = loaded.config;
+  // Before anything is created or spawned: whatever umask berthd was started under (000 from a
+  // careless unit or shell), what it and its children make gets the usual modes.
+  process.umask(DAEMON_UMASK);
   const logger = createLogger(config.logLevel);
   if (process.getuid?.() !== 0)
     logger.warn('berthd is not running as root: netns, mounts and runc will fail');

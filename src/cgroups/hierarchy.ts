@@ -69,7 +69,8 @@ export async function membershipsOf(
  */
 export async function ensureCgroup(mountPoint: string, name: string): Promise<string> {
   const dir = join(mountPoint, name);
-  await mkdir(dir, { recursive: true });
+  // As runc makes a container's: only root may create cgroups below berth's.
+  await mkdir(dir, { recursive: true, mode: 0o755 });
   if (basename(mountPoint).split(',').includes('cpuset')) {
     for (const file of ['cpuset.cpus', 'cpuset.mems']) {
       const own = await readFile(join(dir, file), 'utf8');

@@ -16,6 +16,7 @@ import type { ContainerServiceDeps } from './context.js';
 import { findContainer } from './lookup.js';
 import { prepareSpec, type PrepareInput } from './prepare.js';
 import type { ContainerTeardown, CreateStep } from './teardown.js';
+import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
 
 /**
  * CreateContainer: a journal record first, then the named steps of teardown.ts's CREATE_STEPS,
@@ -100,9 +101,11 @@ export class ContainerCreation {
           guard: await this.mountGuard(),
         });
         // The bundle dir meanwhile; both settle before a failure reaches the rootfs undo.
-        await allSettledOrThrow([preparing, mkdir(bundleDir, { recursive: true, mode: 0o700 })]);
+        await allSettledOrThrow([preparing, mkdir(bundleDir, { recursive: true, mode: PRIVATE_DIR })]);
         const prepared = await preparing;
-        await writeFile(join(bundleDir, 'config.json'), JSON.stringify(prepared.spec));
+        await writeFile(join(bundleDir, 'config.json'), JSON.stringify(prepared.spec), {
+          mode: PRIVATE_FILE,
+        });
         store.containers.userResolved(id, prepared.user);
         for (const note of prepared.notes) log.warn(note);
       });

@@ -198,7 +198,7 @@ async function ensureHostsFile(sandbox: Sandbox): Promise<string> {
   const path = join(sandbox.sandboxDir, HOSTS_FILE);
   if (await exists(path)) return path;
   if (sandbox.hostNetwork) {
-    await copyFile('/etc/hosts', path).catch(() => writeFile(path, DEFAULT_HOSTS));
+    await copyFile('/etc/hosts', path).catch(() => writeFile(path, DEFAULT_HOSTS, { mode: 0o644 }));
     return path;
   }
   const name = sandbox.spec.hostname || sandbox.spec.metadata.name;

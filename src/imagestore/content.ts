@@ -18,6 +18,7 @@ import { DigestMismatchError, SizeMismatchError } from './errors.js';
 import { diskUsage, isErrno } from './fsutil.js';
 import { LayerStore } from './layers.js';
 import type { DiskUsage, ExpectedBlob } from './types.js';
+import { PRIVATE_DIR } from '../file-modes.js';
 
 export class ContentStore {
   readonly rootDir: string;
@@ -100,7 +101,7 @@ export class ContentStore {
     const partial = join(this.ingestDir, `${randomBytes(8).toString('hex')}.partial`);
     let file: FileHandle | undefined;
     try {
-      await mkdir(this.ingestDir, { recursive: true, mode: 0o700 });
+      await mkdir(this.ingestDir, { recursive: true, mode: PRIVATE_DIR });
       file = await open(partial, 'wx', 0o644);
       for await (const bytes of verifiedBytes(expected, source)) {
         await writeAll(file, bytes);
@@ -114,7 +115,7 @@ export class ContentStore {
         await rm(partial, { force: true });
         return;
       }
-      await mkdir(this.blobsDir, { recursive: true, mode: 0o711 });
+      await mkdir(this.blobsDir, { recursive: true, mode: PRIVATE_DIR });
       await rename(partial, final);
     } catch (err) {
       source.destroy();

@@ -15,6 +15,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 
 import { digestHex, isDigestHex } from './digest.js';
 import { isErrno } from './fsutil.js';
+import { PRIVATE_DIR } from '../file-modes.js';
 
 const TMP_MARK = '.tmp-';
 
@@ -52,7 +53,9 @@ export class LayerStore {
    */
   async tmpLayerDir(diffId: string): Promise<string> {
     const dir = join(this.layersDir, `${digestHex(diffId)}${TMP_MARK}${randomBytes(6).toString('hex')}`);
-    await mkdir(this.layersDir, { recursive: true, mode: 0o711 });
+    // Root's alone: layers hold images' setuid files, file capabilities and device nodes, which
+    // anyone who could reach them would use on the host (CVE-2021-41103's class).
+    await mkdir(this.layersDir, { recursive: true, mode: PRIVATE_DIR });
     // The tree's root; an unpacker applies the tar's own "./" entry over this, if it has one.
     await mkdir(dir, { mode: 0o755 });
     return dir;
@@ -71,7 +74,7 @@ export class LayerStore {
     if (dirname(tmp) !== this.layersDir || !basename(tmp).startsWith(basename(final) + TMP_MARK)) {
       throw new Error(`commitLayer: ${tmpDir} is not a temporary dir of layer ${diffId}`);
     }
-    await mkdir(final, { recursive: true, mode: 0o711 });
+    await mkdir(final, { recursive: true, mode: PRIVATE_DIR });
     try {
       await rename(tmp, join(final, 'fs'));
     } catch (err) {

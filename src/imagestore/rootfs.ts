@@ -25,6 +25,7 @@ import { mountSyscall, unmountAll } from '../mounts/syscalls.js';
 import { RootfsError } from './errors.js';
 import { isErrno } from './fsutil.js';
 import { LayerStore } from './layers.js';
+import { PRIVATE_DIR } from '../file-modes.js';
 
 /** Mounting and unmounting are local syscalls; they only take long when the host is in trouble. */
 const MOUNT_TIMEOUT_MS = 30_000;
@@ -83,9 +84,11 @@ export async function prepareRootfs(
   const missing = lowers.find((_, i) => !present[i]);
   if (missing) throw new NotFoundError('layer', missing.diffId);
 
-  await mkdir(join(resolve(rootDir), 'containers'), { recursive: true, mode: 0o711 });
+  // Root's alone, as the layers are: the rootfs and upper/ hold the image's setuid files and those
+  // a container makes, and the host sees them without nosuid.
+  await mkdir(join(resolve(rootDir), 'containers'), { recursive: true, mode: PRIVATE_DIR });
   try {
-    await mkdir(dir, { mode: 0o711 });
+    await mkdir(dir, { mode: PRIVATE_DIR });
   } catch (err) {
     if (isErrno(err, 'EEXIST')) throw new AlreadyExistsError(`rootfs dir of container ${containerId} exists`);
     throw err;

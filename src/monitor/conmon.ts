@@ -40,6 +40,7 @@ import { allSettledOrThrow } from '../settle.js';
 import type { MonitorCgroup } from './cgroup.js';
 import { MONITOR_ID_PATTERN } from './exits.js';
 import { checkLogPath, prepareLogPath } from './logs.js';
+import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
 
 export interface ConmonOptions {
   /** Path or name of the conmon binary. */
@@ -177,15 +178,15 @@ export class Conmon {
     // Leftovers of an earlier container of this id would read as this one's exit.
     await this.removeMonitorFiles(req.id);
     const persistDir = this.persistDirOf(req.id);
-    const opened = open(join(req.bundleDir, CONMON_LOG), 'w');
+    const opened = open(join(req.bundleDir, CONMON_LOG), 'w', PRIVATE_FILE);
     let out: FileHandle;
     try {
       await allSettledOrThrow([
-        mkdir(this.opts.exitDir, { recursive: true }),
-        mkdir(this.opts.socketDir, { recursive: true }),
-        mkdir(persistDir, { recursive: true }),
+        mkdir(this.opts.exitDir, { recursive: true, mode: PRIVATE_DIR }),
+        mkdir(this.opts.socketDir, { recursive: true, mode: PRIVATE_DIR }),
+        mkdir(persistDir, { recursive: true, mode: PRIVATE_DIR }),
         req.logPath === '' ? Promise.resolve() : prepareLogPath(req.logPath),
-        writeFile(join(req.bundleDir, CREATE_LOG), ''),
+        writeFile(join(req.bundleDir, CREATE_LOG), '', { mode: PRIVATE_FILE }),
         opened,
       ]);
       out = await opened;

@@ -7,6 +7,7 @@ import { watch, type FSWatcher } from 'node:fs';
 import { mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../log.js';
+import { PRIVATE_DIR } from '../file-modes.js';
 
 export interface ExitRecord {
   id: string;
@@ -150,7 +151,7 @@ export class ExitWatcher {
   private ensureWatching(): Promise<void> {
     if (this.closed) return Promise.reject(new Error('exit watcher is closed'));
     this.watching ??= (async () => {
-      await mkdir(this.exitDir, { recursive: true });
+      await mkdir(this.exitDir, { recursive: true, mode: PRIVATE_DIR });
       const watcher = watch(this.exitDir, { persistent: false, encoding: 'utf8' });
       watcher.on('change', (_event, name) => {
         // No name means the kernel dropped events (queue overflow): look at everything again.

@@ -23,5 +23,6 @@ export function checkLogPath(logPath: string): void {
  */
 export async function prepareLogPath(logPath: string): Promise<void> {
   checkLogPath(logPath);
-  await mkdir(dirname(logPath), { recursive: true });
+  // As kubelet makes its log dirs; the files conmon writes in them are 0600.
+  await mkdir(dirname(logPath), { recursive: true, mode: 0o755 });
 }

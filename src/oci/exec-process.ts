@@ -10,6 +10,7 @@ import { ExecError, FailedPreconditionError, InvalidArgumentError } from '../err
 import { commandLine, killQuietly, parentPid, processesMentioning, readPidFile } from '../process/index.js';
 import { readLoggedErrors, type Runc } from './runc.js';
 import type { Process } from './spec.js';
+import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
 
 /** How long a kill waits for runc to write the pid file (runc still setting up). */
 const PID_FILE_WAIT_MS = 1_000;
@@ -37,7 +38,7 @@ export async function resetExecDirs(parent: string): Promise<void> {
     if (name.startsWith(EXEC_DIR_PREFIX)) await killLeftovers(join(parent, name));
   }
   await rm(parent, { recursive: true, force: true });
-  await mkdir(parent, { recursive: true, mode: 0o700 });
+  await mkdir(parent, { recursive: true, mode: PRIVATE_DIR });
 }
 
 async function killLeftovers(dir: string): Promise<void> {
@@ -65,7 +66,7 @@ export async function withExecFiles<T>(
       pid: join(dir, 'exec.pid'),
       log: join(dir, 'log.json'),
     };
-    await writeFile(files.process, JSON.stringify(process));
+    await writeFile(files.process, JSON.stringify(process), { mode: PRIVATE_FILE });
     return await body(files);
   } finally {
     await rm(dir, { recursive: true, force: true });

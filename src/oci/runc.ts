@@ -14,6 +14,7 @@ import {
 import { run, type ExecOptions } from '../exec.js';
 import { readPidFile } from '../process/index.js';
 import type { LinuxResources } from './spec.js';
+import { PRIVATE_FILE } from '../file-modes.js';
 
 export interface RuncOptions {
   /** Path or name of the runc binary. */
@@ -60,7 +61,7 @@ export class Runc {
     // Checked first so the cleanup below can never delete somebody else's container of that id.
     if ((await this.state(id)) !== null) throw new AlreadyExistsError(`container "${id}" already exists`);
     const logPath = join(bundleDir, CREATE_LOG);
-    await writeFile(logPath, '');
+    await writeFile(logPath, '', { mode: PRIVATE_FILE });
     try {
       const args = ['--log', logPath, '--log-format', 'json', 'create', '--bundle', bundleDir];
       await this.exec([...args, '--pid-file', pidFile, id], 'ignore');

@@ -14,6 +14,6 @@ export async function pauseIfAsked(
 ): Promise<void> {
   if (hook.pauseBeforeStep !== step) return;
   log.warn({ step }, `test hook: pausing ${hook.operation}`);
-  await writeFile(join(hook.stateDir, `test-paused-${step}`), String(process.pid));
+  await writeFile(join(hook.stateDir, `test-paused-${step}`), String(process.pid), { mode: 0o644 });
   await new Promise<never>(() => undefined);
 }

@@ -100,7 +100,7 @@ async function detectReboot(stateDir: string): Promise<boolean> {
 }
 
 async function writeBootMarker(stateDir: string): Promise<void> {
-  await writeFile(join(stateDir, BOOT_MARKER), `${await currentBootId()}\n`);
+  await writeFile(join(stateDir, BOOT_MARKER), `${await currentBootId()}\n`, { mode: 0o644 });
 }
 
 async function currentBootId(): Promise<string> {

@@ -31,6 +31,7 @@ import { matchesLabels } from '../operation/lookup.js';
 import { findSandbox } from './lookup.js';
 import { namespaceMounts, namespacePins, needsInfra, pinDir, podHostname } from './namespaces.js';
 import { nowNanos } from '../time.js';
+import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
 
 /** Names of berth's netns pins start with this, so restart repair can tell ours from others'. */
 export const NETNS_PREFIX = 'berth-';
@@ -157,7 +158,9 @@ export class SandboxService {
       await allSettledOrThrow([
         steps.run('sandbox-dir', async () => {
           steps.onUndo('sandbox-dir', () => this.teardown.removeDir(id));
-          await mkdir(sandboxDir, { recursive: true, mode: 0o711 });
+          // Its files reach the containers by bind mount, which needs no way through for their
+          // users; the pod's shm is a 1777 tmpfs in it that no host user may enter.
+          await mkdir(sandboxDir, { recursive: true, mode: PRIVATE_DIR });
           await writeResolvConf(sandboxDir, spec.dnsConfig);
           await writeHostnameFile(sandboxDir, spec.hostname);
           if (spec.namespaces.ipc !== 'NODE') {
@@ -224,7 +227,7 @@ export class SandboxService {
         await this.teardown.unmountNamespaces(id);
       });
       // Mode as the sandbox dir's: whichever of the two steps makes it first.
-      await mkdir(pinDir(sandbox.sandboxDir), { recursive: true, mode: 0o711 });
+      await mkdir(pinDir(sandbox.sandboxDir), { recursive: true, mode: PRIVATE_DIR });
       await createPinnedNamespaces(
         {
           net: sandbox.netnsPath,
@@ -271,7 +274,7 @@ export class SandboxService {
     await steps.run('infra-create', async () => {
       steps.onUndo('infra-create', () => this.teardown.deleteInfra(id));
       const bundleDir = join(sandboxDir, 'bundle');
-      await mkdir(bundleDir, { recursive: true });
+      await mkdir(bundleDir, { recursive: true, mode: PRIVATE_DIR });
       const ociSpec = buildInfraSpec({
         rootfsPath: this.deps.infraRootfs,
         hostname: podHostname({ hostNetwork: netnsPath === null, spec }),
@@ -293,7 +296,7 @@ export class SandboxService {
           'io.kubernetes.cri.sandbox-uid': spec.metadata.uid,
         },
       });
-      await writeFile(join(bundleDir, 'config.json'), JSON.stringify(ociSpec));
+      await writeFile(join(bundleDir, 'config.json'), JSON.stringify(ociSpec), { mode: PRIVATE_FILE });
       const pid = await runc.create(id, bundleDir, join(bundleDir, 'infra.pid'));
       store.sandboxes.infraCreated(id, pid);
     });

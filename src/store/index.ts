@@ -1,9 +1,10 @@
-import { mkdirSync } from 'node:fs';
+import { closeSync, constants, fchmodSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 import Database from 'better-sqlite3';
 
 import { migrate } from '../../state/migrate.js';
+import { chmodExisting, PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
 import { ContainerRepo } from './containers.js';
 import { ImageRepo } from './images.js';
 import { SandboxRepo } from './sandboxes.js';
@@ -37,8 +38,8 @@ export class Store {
 
   /** Opens (creating if needed) the database at `path` and brings its schema up to date. */
   static open(path: string): Store {
-    // 0711 as containerd does for its root: others may traverse to sandbox files, not list.
-    mkdirSync(dirname(path), { recursive: true, mode: 0o711 });
+    mkdirSync(dirname(path), { recursive: true, mode: PRIVATE_DIR });
+    makePrivate(path);
     const db = new Database(path, { timeout: BUSY_TIMEOUT_MS });
     try {
       configure(db);
@@ -53,6 +54,21 @@ export class Store {
   close(): void {
     if (this.db.open) this.db.close();
   }
+}
+
+/**
+ * The database holds every container's config, env secrets included: no other user may read it.
+ * SQLite creates the -wal and -shm files with the database file's mode, so the file is made 0600
+ * before SQLite first opens it; an older berth's 0644 files, and those a crash left, are fixed.
+ */
+function makePrivate(path: string): void {
+  const fd = openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW, PRIVATE_FILE);
+  try {
+    fchmodSync(fd, PRIVATE_FILE);
+  } finally {
+    closeSync(fd);
+  }
+  chmodExisting([`${path}-wal`, `${path}-shm`], PRIVATE_FILE);
 }
 
 function configure(db: Database.Database): void {

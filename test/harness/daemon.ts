@@ -36,6 +36,8 @@ export interface TestDaemonOptions {
    * manager would start it: made if missing, left for the test to remove.
    */
   cgroup?: string;
+  /** The umask berthd is started under (the test process's own by default). */
+  umask?: number;
 }
 
 /**
@@ -145,10 +147,17 @@ export class TestDaemon {
 
   async start(env: Record<string, string> = {}): Promise<void> {
     const binDirs = ['/usr/lib/cni', join(FIXTURES, 'cni')].flatMap((d) => ['--cni-bin-dir', d]);
-    const proc = spawn(LAUNCHER, [...this.args(), ...binDirs], {
-      env: { ...process.env, BERTH_NODE: process.execPath, ...this.opts.env, ...env },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    // A child inherits the umask, and spawn forks before it returns: set only around it.
+    const ownUmask = this.opts.umask === undefined ? undefined : process.umask(this.opts.umask);
+    let proc: ChildProcess;
+    try {
+      proc = spawn(LAUNCHER, [...this.args(), ...binDirs], {
+        env: { ...process.env, BERTH_NODE: process.execPath, ...this.opts.env, ...env },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+    } finally {
+      if (ownUmask !== undefined) process.umask(ownUmask);
+    }
     this.proc = proc;
     // The launcher execs node (same pid), which boots far longer than this move takes: what berthd
     // starts is born in the cgroup.

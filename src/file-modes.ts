@@ -1,0 +1,45 @@
+/**
+ * The modes of what berthd keeps on the host, set explicitly wherever it creates something, so
+ * that none depends on the umask it was started with.
+ */
+import { chmodSync } from 'node:fs';
+import { chmod, mkdir } from 'node:fs/promises';
+
+/**
+ * berthd's own umask, set at start-up. runc, conmon, CNI plugins and the containers' processes
+ * inherit it (runc passes it on when the spec sets none), so it is the usual 022 that images
+ * expect: a stricter one would make files containers create unreadable to their other users.
+ */
+export const DAEMON_UMASK = 0o022;
+
+/**
+ * Dirs no other user may enter: the root dir and everything holding image content (setuid files,
+ * file capabilities, device nodes), container rootfs, pods' files and secrets.
+ */
+export const PRIVATE_DIR = 0o700;
+
+/** Files that may hold secrets (the database, OCI specs with the containers' env, logs). */
+export const PRIVATE_FILE = 0o600;
+
+/** Dirs others may pass through but not list: the state dir, which the CRI socket may be in. */
+export const PASSABLE_DIR = 0o711;
+
+/**
+ * mkdir -p, then `mode` on the dir itself also when it was there already: made by an older berth
+ * with a looser mode, or under another umask.
+ */
+export async function ensureDir(path: string, mode: number): Promise<void> {
+  await mkdir(path, { recursive: true, mode });
+  await chmod(path, mode);
+}
+
+/** `mode` on each of `paths` that exists. Synchronous: for start-up, before anything is served. */
+export function chmodExisting(paths: readonly string[], mode: number): void {
+  for (const path of paths) {
+    try {
+      chmodSync(path, mode);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+  }
+}
