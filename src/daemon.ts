@@ -1,4 +1,6 @@
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { lockDirs, type DirLocks } from './dir-lock.js';
 import { ensureDir, PASSABLE_DIR, PRIVATE_DIR } from './file-modes.js';
 import { Cni } from './cni/index.js';
 import { findProgram } from './exec.js';
@@ -17,7 +19,7 @@ import type { Logger } from './log.js';
 import { BerthMetrics } from './metrics/berth-metrics.js';
 import { MetricsServer } from './metrics/server.js';
 import { watchSteps } from './operation/steps.js';
-import { prepareNetnsDir } from './netns/index.js';
+import { NETNS_DIR_MODE, prepareNetnsDir } from './netns/index.js';
 import { ensureInfraRootfs } from './oci/infra.js';
 import { recover } from './sandbox/recovery.js';
 import { recoverContainers } from './container/recovery.js';
@@ -67,10 +69,7 @@ export async function startDaemon(
   opts: DaemonOptions = {},
 ): Promise<Daemon> {
   const started = Date.now();
-  // The root dir is root's alone, image content, rootfs and secrets included, also when an older
-  // berth made it 0711; the state dir stays passable, as the CRI socket's dir may be it.
-  await ensureDir(config.rootDir, PRIVATE_DIR);
-  await ensureDir(config.stateDir, PASSABLE_DIR);
+  const dirLocks = await claimDirs(config);
   await prepareNetnsDir(config.netnsDir);
   await resetExecDirs(execDirs(config));
   const infraRootfs = await ensureInfraRootfs(config.rootDir);
@@ -248,6 +247,7 @@ export async function startDaemon(
     unwatchSteps();
     await metricsServer?.close();
     store.close();
+    dirLocks.release();
     throw err;
   }
   const streams = streaming;
@@ -273,7 +273,35 @@ export async function startDaemon(
       exits.close();
       unwatchSteps();
       store.close();
+      dirLocks.release();
       return cleanedUp;
     },
   };
+}
+
+/**
+ * Makes berthd's dirs and locks them (another berthd using one refuses to start), then gives them
+ * their modes: the root dir is root's alone, image content, rootfs and secrets included, also when
+ * an older berth made it 0711; the state dir stays passable, as the CRI socket's dir may be it.
+ */
+async function claimDirs(config: BerthConfig): Promise<DirLocks> {
+  // Nothing else is touched before the locks are held: a second berthd must leave the first alone.
+  await Promise.all([
+    mkdir(config.rootDir, { recursive: true, mode: PRIVATE_DIR }),
+    mkdir(config.stateDir, { recursive: true, mode: PASSABLE_DIR }),
+    mkdir(config.netnsDir, { recursive: true, mode: NETNS_DIR_MODE }),
+  ]);
+  const locks = await lockDirs([
+    { what: 'root dir', path: config.rootDir },
+    { what: 'state dir', path: config.stateDir },
+    { what: 'netns dir', path: config.netnsDir },
+  ]);
+  try {
+    await ensureDir(config.rootDir, PRIVATE_DIR);
+    await ensureDir(config.stateDir, PASSABLE_DIR);
+  } catch (err) {
+    locks.release();
+    throw err;
+  }
+  return locks;
 }

@@ -47,6 +47,9 @@ export async function isMounted(path: string): Promise<boolean> {
   return topMount(await readMountInfo(), canonical) !== undefined;
 }
 
+/** As `ip netns` makes /run/netns: pins are for root, but listing them is not a secret. */
+export const NETNS_DIR_MODE = 0o755;
+
 const preparing = new Map<string, Promise<void>>();
 
 /**
@@ -64,7 +67,7 @@ export function prepareNetnsDir(dir: string): Promise<void> {
 }
 
 async function doPrepareNetnsDir(dir: string): Promise<void> {
-  await mkdir(dir, { recursive: true, mode: 0o755 });
+  await mkdir(dir, { recursive: true, mode: NETNS_DIR_MODE });
   const canonical = await canonicalPath(dir);
   if (canonical === null) throw new NetnsError(dir, 'resolve', new Error('path vanished'));
   let table = await readMountInfo();

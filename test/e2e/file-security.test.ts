@@ -238,3 +238,65 @@ describe('file security', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () 
     assert.equal(await execText(daemon.cri, ctr, ['echo', 'alive']), 'alive\n');
   });
 });
+
+describe('one berthd per dir', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
+  let registry: TestRegistry;
+  let image: PushedImage;
+  let first: TestDaemon;
+  let pod: Pod;
+
+  before(async () => {
+    registry = await startRegistry();
+    image = await hostileImage(registry);
+    first = await TestDaemon.create();
+    await first.cri.callImage('PullImage', { image: { image: image.reference } });
+    pod = await runPod(first.cri, first.pod('first'));
+    // conmon outlives berthd: it must not hold berthd's locks.
+    await startContainer(first.cri, pod, containerConfig('c', image.reference));
+  });
+
+  after(async () => {
+    await first?.destroy();
+    await registry?.stop();
+  });
+
+  /** Starts a second berthd with `args`; it must refuse. Returns why it did. */
+  async function refusedStart(args: string[]): Promise<string> {
+    let second: TestDaemon;
+    try {
+      second = await TestDaemon.create({ extraArgs: args });
+    } catch (err) {
+      return String(err);
+    }
+    await second.destroy();
+    assert.fail(`a second berthd started with ${args.join(' ')}`);
+  }
+
+  for (const [flag, what, dir] of [
+    ['--netns-dir', 'netns dir', (d: TestDaemon) => d.netnsDir],
+    ['--root', 'root dir', (d: TestDaemon) => d.rootDir],
+    ['--state', 'state dir', (d: TestDaemon) => d.stateDir],
+  ] as const) {
+    it(`refuses to start on another berthd's ${what}, and leaves its pods alone`, async () => {
+      const pinsBefore = await first.netnsFiles();
+      assert.equal(pinsBefore.length, 1);
+      const why = await refusedStart([flag, dir(first)]);
+      assert.ok(
+        why.includes(`${what} ${dir(first)} is in use by another berthd (pid ${first.proc?.pid})`),
+        why,
+      );
+      assert.deepEqual(await first.netnsFiles(), pinsBefore);
+      const status = await first.cri.call<{ status: { state: string } }>('PodSandboxStatus', {
+        pod_sandbox_id: pod.id,
+      });
+      assert.equal(status.status.state, 'SANDBOX_READY');
+    });
+  }
+
+  it('starts again on its own dirs after a kill -9, its conmons still running', async () => {
+    await first.kill9();
+    assert.ok((await first.conmonPids()).length > 0);
+    await first.start();
+    assert.equal((await first.netnsFiles()).length, 1);
+  });
+});
