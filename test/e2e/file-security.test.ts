@@ -1,8 +1,8 @@
 /**
- * What berthd keeps on the host, tried as any local user would (uid 65534, through setpriv): the
- * database and specs with the containers' secrets, image content with setuid files, file
- * capabilities and device nodes, and containers' writes. berthd is started under umask 000, so
- * every mode checked here is one berthd chose. Needs root; traffic stays on loopback.
+ * What berthd keeps on the host, tried as any local user would (uid 65534): the database and specs
+ * with the containers' secrets, image content with setuid files, file capabilities and device
+ * nodes, and containers' writes. berthd is started under umask 000, so every mode checked here is
+ * one berthd chose. Then two berthds on one dir. Needs root; traffic stays on loopback.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -12,7 +12,13 @@ import { after, before, describe, it } from 'node:test';
 import { containerDir, rootfsPath } from '../../src/imagestore/rootfs.js';
 import { LayerStore } from '../../src/imagestore/layers.js';
 import { SHARED_PID_LINUX, TestDaemon } from '../harness/daemon.js';
-import { busyboxEntries, buildLayer, pushImage, type PushedImage } from '../harness/images.js';
+import {
+  busyboxEntries,
+  buildLayer,
+  pushImage,
+  useBusyboxImage,
+  type PushedImage,
+} from '../harness/images.js';
 import { mountPointsBelow } from '../harness/mounts.js';
 import { containerConfig, execSync, execText, runPod, startContainer, type Pod } from '../harness/pods.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
@@ -240,24 +246,20 @@ describe('file security', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () 
 });
 
 describe('one berthd per dir', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
-  let registry: TestRegistry;
-  let image: PushedImage;
+  const image = useBusyboxImage('berth/one-berthd');
   let first: TestDaemon;
   let pod: Pod;
 
   before(async () => {
-    registry = await startRegistry();
-    image = await hostileImage(registry);
     first = await TestDaemon.create();
-    await first.cri.callImage('PullImage', { image: { image: image.reference } });
+    await first.cri.callImage('PullImage', { image: { image: image() } });
     pod = await runPod(first.cri, first.pod('first'));
     // conmon outlives berthd: it must not hold berthd's locks.
-    await startContainer(first.cri, pod, containerConfig('c', image.reference));
+    await startContainer(first.cri, pod, containerConfig('c', image()));
   });
 
   after(async () => {
     await first?.destroy();
-    await registry?.stop();
   });
 
   /** Starts a second berthd with `args`; it must refuse. Returns why it did. */
