@@ -11,6 +11,8 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status, type ServiceError } from '@grpc/grpc-js';
+import { cgroupsPath } from '../../src/oci/cgroups.js';
+import { hierarchiesHolding } from '../harness/cgroups.js';
 import { podConfig, TestDaemon } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
 import { busyboxLayer, pushImage, type PushedImage } from '../harness/images.js';
@@ -157,6 +159,30 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
         assert.equal(codes[4], status.OK);
         assert.equal(codes[6], status.OK);
         await assertNothingLeaked();
+      }
+    });
+
+    it("StartContainer, RemovePodSandbox and RemoveContainer of the pod's container at once: both removes succeed", async () => {
+      for (let round = 0; round < 8; round++) {
+        const { id, config } = await runNamedPod(`start-remove-${round}`);
+        const cid = await createIn(id, config, 'c');
+        const [startCode, removePodCode, removeCode] = await Promise.all([
+          outcome(daemon.cri.call('StartContainer', { container_id: cid })),
+          outcome(daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: id })),
+          outcome(daemon.cri.call('RemoveContainer', { container_id: cid })),
+        ]);
+        // Both removals are idempotent: whichever gets to the container second finds it gone.
+        assert.equal(
+          removePodCode,
+          status.OK,
+          `round ${round}: RemovePodSandbox ended ${status[removePodCode]}`,
+        );
+        assert.equal(removeCode, status.OK, `round ${round}: RemoveContainer ended ${status[removeCode]}`);
+        assert.ok(RACE_CODES.has(startCode), `round ${round}: StartContainer ended ${status[startCode]}`);
+        await assertNothingLeaked();
+        assert.deepEqual(await daemon.podMounts(), [], `round ${round}: mounts left`);
+        const cgroup = cgroupsPath('cgroupfs', '', cid);
+        assert.deepEqual(await hierarchiesHolding(cgroup), [], `round ${round}: cgroup ${cgroup} left`);
       }
     });
   });
