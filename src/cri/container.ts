@@ -19,20 +19,25 @@ import { toWireStats } from './stats.js';
 import {
   MAX_ENV_BYTES,
   MAX_ENV_ENTRIES,
+  boundedList,
   boundedMap,
   int64Id,
+  supplementalGroups,
   namespaceMode,
   oneOf,
   requireId,
   requireSafeName,
   requireString,
+  selectorFilter,
 } from './validate.js';
 import {
   absolutePath,
+  argv,
   capabilityName,
   cpuset,
   devicePermissions,
   hugepageSize,
+  imageReference,
   int64InRange,
   noNul,
   profileName,
@@ -124,12 +129,19 @@ export function toContainerSpec(req: Received<'CreateContainerRequest'>): Contai
   return {
     metadata: { name, attempt: md.attempt },
     image,
-    userSpecifiedImage: config.image?.user_specified_image ?? '',
+    userSpecifiedImage: imageReference(
+      'config.image.user_specified_image',
+      config.image?.user_specified_image ?? '',
+    ),
     ...toArgv(config.command, config.args),
     workingDir: config.working_dir ? absolutePath('config.working_dir', config.working_dir, true) : '',
     envs: toEnvs(config.envs),
-    mounts: config.mounts.map((m, i) => toMount(`config.mounts[${i}]`, m)),
-    devices: config.devices.map((d, i) => toDevice(`config.devices[${i}]`, d)),
+    mounts: boundedList('config.mounts', config.mounts, MAX_MOUNTS).map((m, i) =>
+      toMount(`config.mounts[${i}]`, m),
+    ),
+    devices: boundedList('config.devices', config.devices, MAX_DEVICES).map((d, i) =>
+      toDevice(`config.devices[${i}]`, d),
+    ),
     labels: boundedMap('config.labels', config.labels),
     annotations: boundedMap('config.annotations', config.annotations),
     logPath: relativeLogPath('config.log_path', config.log_path),
@@ -141,44 +153,18 @@ export function toContainerSpec(req: Received<'CreateContainerRequest'>): Contai
   };
 }
 
-/** The kernel's MAX_ARG_STRLEN: no single argument may be longer for execve. */
-const MAX_ARG_BYTES = 128 * 1024;
-/** A program is named by a path: PATH_MAX. */
-const MAX_PROGRAM_BYTES = 4095;
-/** All arguments together, well inside what execve takes with the environment. */
-const MAX_ARGV_BYTES = 1024 * 1024;
-
 function toArgv(command: string[], args: string[]): { command: string[]; args: string[] } {
-  let total = 0;
-  const check = (field: string, s: string, max: number): string => {
-    const bytes = Buffer.byteLength(s);
-    if (bytes > max) throw new InvalidArgumentError(field, `is ${bytes} bytes long; at most ${max}`);
-    total += bytes;
-    if (total > MAX_ARGV_BYTES) {
-      throw new InvalidArgumentError(
-        'config.command',
-        `command and args hold more than ${MAX_ARGV_BYTES} bytes`,
-      );
-    }
-    return noNul(field, s);
-  };
-  return {
-    command: command.map((s, i) =>
-      check(`config.command[${i}]`, s, i === 0 ? MAX_PROGRAM_BYTES : MAX_ARG_BYTES),
-    ),
-    args: args.map((s, i) =>
-      check(`config.args[${i}]`, s, i === 0 && command.length === 0 ? MAX_PROGRAM_BYTES : MAX_ARG_BYTES),
-    ),
-  };
+  argv([
+    ['config.command', command],
+    ['config.args', args],
+  ]);
+  return { command, args };
 }
 
 function toEnvs(envs: Received<'KeyValue'>[]): KeyValue[] {
-  // Checked before any entry is looked at: 100,000 entries took 11 s to refuse one by one.
-  if (envs.length > MAX_ENV_ENTRIES) {
-    throw new InvalidArgumentError('config.envs', `has ${envs.length} entries; at most ${MAX_ENV_ENTRIES}`);
-  }
+  // Counted before any entry is looked at: 100,000 entries took 11 s to refuse one by one.
   let bytes = 0;
-  return envs.map((kv, i) => {
+  return boundedList('config.envs', envs, MAX_ENV_ENTRIES).map((kv, i) => {
     const env = toEnv(`config.envs[${i}]`, kv);
     bytes += Buffer.byteLength(env.key) + Buffer.byteLength(env.value) + 2;
     if (bytes > MAX_ENV_BYTES) {
@@ -238,6 +224,19 @@ function toDevice(field: string, d: Received<'Device'>): DeviceMapping {
   };
 }
 
+/**
+ * More than any pod has: kubelet adds a few mounts of its own (hosts, termination log, service
+ * account) to the pod's volumes, and device plugins hand out a few devices.
+ */
+const MAX_MOUNTS = 1024;
+const MAX_DEVICES = 1024;
+/** Linux has 41 capabilities: a longer list can only repeat them. */
+const MAX_CAPABILITIES = 64;
+/** kubelet's default masked and read-only paths are a dozen. */
+const MAX_PATHS = 1024;
+/** A CPU has a few huge page sizes. */
+const MAX_HUGEPAGE_LIMITS = 64;
+
 // --- Resources ------------------------------------------------------------------------------------
 
 const MAX = Number.MAX_SAFE_INTEGER;
@@ -282,10 +281,12 @@ export function toResources(
     oomScoreAdj: int64InRange(`${field}.oom_score_adj`, r.oom_score_adj, -1000, 1000),
     cpusetCpus: cpuset(`${field}.cpuset_cpus`, r.cpuset_cpus),
     cpusetMems: cpuset(`${field}.cpuset_mems`, r.cpuset_mems),
-    hugepageLimits: r.hugepage_limits.map((h, i) => ({
-      pageSize: hugepageSize(`${field}.hugepage_limits[${i}].page_size`, h.page_size),
-      limit: int64InRange(`${field}.hugepage_limits[${i}].limit`, h.limit, 0, MAX),
-    })),
+    hugepageLimits: boundedList(`${field}.hugepage_limits`, r.hugepage_limits, MAX_HUGEPAGE_LIMITS).map(
+      (h, i) => ({
+        pageSize: hugepageSize(`${field}.hugepage_limits[${i}].page_size`, h.page_size),
+        limit: int64InRange(`${field}.hugepage_limits[${i}].limit`, h.limit, 0, MAX),
+      }),
+    ),
     unified: toUnified(`${field}.unified`, r.unified),
     // -1 is unlimited swap, as kubelet sends it for UnlimitedSwap on cgroup v1.
     memorySwapLimitBytes: swapLimit(field, r),
@@ -333,7 +334,7 @@ function memoryLimit(field: string, value: string): number {
 }
 
 function toUnified(field: string, unified: Record<string, string>): Record<string, string> {
-  for (const [key, value] of Object.entries(unified)) {
+  for (const [key, value] of Object.entries(boundedMap(field, unified))) {
     unifiedKey(`${field}["${key}"]`, key);
     noNul(`${field}["${key}"]`, value);
   }
@@ -346,8 +347,12 @@ const SECURITY = 'config.linux.security_context';
 
 function toSecurity(sc: Received<'LinuxContainerSecurityContext'> | null): ContainerSecurity {
   const caps = sc?.capabilities ?? null;
-  const capList = (name: string, list: string[] | undefined): string[] =>
-    (list ?? []).map((c, i) => capabilityName(`${SECURITY}.capabilities.${name}[${i}]`, c));
+  const capList = (name: string, list: string[] | undefined): string[] => {
+    const field = `${SECURITY}.capabilities.${name}`;
+    return boundedList(field, list ?? [], MAX_CAPABILITIES).map((c, i) =>
+      capabilityName(`${field}[${i}]`, c),
+    );
+  };
 
   const runAsUser = sc?.run_as_user ? int64Id(`${SECURITY}.run_as_user.value`, sc.run_as_user.value) : null;
   const runAsUsername = userName(`${SECURITY}.run_as_username`, sc?.run_as_username ?? '');
@@ -383,9 +388,7 @@ function toSecurity(sc: Received<'LinuxContainerSecurityContext'> | null): Conta
     runAsUsername,
     runAsGroup,
     readonlyRootfs: sc?.readonly_rootfs ?? false,
-    supplementalGroups: (sc?.supplemental_groups ?? []).map((g, i) =>
-      int64Id(`${SECURITY}.supplemental_groups[${i}]`, g),
-    ),
+    supplementalGroups: supplementalGroups(`${SECURITY}.supplemental_groups`, sc?.supplemental_groups ?? []),
     noNewPrivs: sc?.no_new_privs ?? false,
     maskedPaths: pathList(`${SECURITY}.masked_paths`, sc?.masked_paths ?? []),
     readonlyPaths: pathList(`${SECURITY}.readonly_paths`, sc?.readonly_paths ?? []),
@@ -400,7 +403,7 @@ function toSecurity(sc: Received<'LinuxContainerSecurityContext'> | null): Conta
  */
 function pathList(field: string, paths: string[]): string[] | null {
   if (paths.length === 0) return null;
-  return paths.map((p, i) => absolutePath(`${field}[${i}]`, p, true));
+  return boundedList(field, paths, MAX_PATHS).map((p, i) => absolutePath(`${field}[${i}]`, p, true));
 }
 
 function toNamespaces(options: Received<'NamespaceOption'> | null): ContainerNamespaces {
@@ -503,7 +506,8 @@ function localhostRef(kind: ProfileKind, field: string, ref: string): string {
 export function toCmd(cmd: string[]): string[] {
   if (cmd.length === 0) throw new InvalidArgumentError('cmd', 'is required');
   requireString('cmd[0]', cmd[0]);
-  return cmd.map((arg, i) => noNul(`cmd[${i}]`, arg));
+  argv([['cmd', cmd]]);
+  return cmd;
 }
 
 // --- Filters --------------------------------------------------------------------------------------
@@ -532,15 +536,11 @@ export function toStatsFilter(req: Received<'ListContainerStatsRequest'>): Conta
   return f ? commonFilter(f.id, f.pod_sandbox_id, f.label_selector) : {};
 }
 
-function commonFilter(
-  id: string,
-  podSandboxId: string,
-  labelSelector: Record<string, string>,
-): ContainerFilter {
+function commonFilter(id: string, podSandboxId: string, selector: Record<string, string>): ContainerFilter {
   return {
     ...(id ? { id } : {}),
     ...(podSandboxId ? { podSandboxId } : {}),
-    ...(Object.keys(labelSelector).length > 0 ? { labelSelector } : {}),
+    ...selectorFilter(selector),
   };
 }
 

@@ -100,6 +100,36 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
       assert.ok(Date.now() - started < 1_000);
     });
 
+    it('huge label selectors and exec commands are INVALID_ARGUMENT naming the field', async () => {
+      const selector = (n: number): Record<string, string> =>
+        Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, 'v']));
+      // Far past what berth decodes (the probe sent 500,000), refused before decoding; 65 by the
+      // filter's bound.
+      const huge = selector(200_000);
+      for (const label_selector of [huge, selector(65)]) {
+        for (const rpc of ['ListPodSandbox', 'ListContainers', 'ListContainerStats', 'ListPodSandboxStats']) {
+          await rejectsWith(
+            daemon.cri.call(rpc, { filter: { label_selector } }, { deadlineMs: 60_000 }),
+            status.INVALID_ARGUMENT,
+            /^filter\.label_selector: /,
+          );
+        }
+      }
+      // Refused before the container is looked up, as the probe's 10 MB command was not.
+      const cmd = ['sh', 'x'.repeat(10 * 1024 * 1024)];
+      await rejectsWith(
+        daemon.cri.call('Exec', { container_id: 'c0ffee', cmd, stdout: true }),
+        status.INVALID_ARGUMENT,
+        /^cmd\[1\]: /,
+      );
+      await rejectsWith(
+        daemon.cri.call('ExecSync', { container_id: 'c0ffee', cmd, timeout: 1 }),
+        status.INVALID_ARGUMENT,
+        /^cmd\[1\]: /,
+      );
+      await daemon.cri.call('Version', {});
+    });
+
     it('errors quoting a huge hostname or image reference stay small and arrive', async () => {
       const config = { ...daemon.pod('huge-hostname'), hostname: HUGE };
       const err = await rejectsWith(
