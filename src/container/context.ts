@@ -45,3 +45,21 @@ export function runtimeOf(
   const pod = deps.store.sandboxes.get(container.sandboxId);
   return pod ? deps.runtimes.of(pod) : deps.runtimes.defaultHandler;
 }
+
+/**
+ * Runs `fn` under container `id`'s lock with its record as it is once the lock is held, or does
+ * nothing if the record is gone by then. Whoever found the container before waiting for its lock
+ * (RemoveContainer, a pod's Stop and Remove going through their containers, the monitor check)
+ * may find it removed by the call that held the lock: for them that is the end state they were
+ * after, not a missing container.
+ */
+export function withCurrent(
+  ctx: ContainerContext,
+  id: string,
+  fn: (container: Container) => Promise<void>,
+): Promise<void> {
+  return ctx.lock.with(id, async () => {
+    const container = ctx.deps.store.containers.get(id);
+    if (container) await fn(container);
+  });
+}

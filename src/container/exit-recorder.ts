@@ -1,7 +1,7 @@
 import type { Container } from '../model/container.js';
 import type { ExitRecord } from '../monitor/exits.js';
 import { isRunning } from '../process/index.js';
-import type { ContainerContext } from './context.js';
+import { withCurrent, type ContainerContext } from './context.js';
 import { hasProcess } from './lookup.js';
 import { exitReason, recordExit, settleUnmonitored } from './settle.js';
 import type { ContainerTeardown } from './teardown.js';
@@ -82,9 +82,8 @@ export class ExitRecorder {
       return;
     }
     this.monitorSeenAt.delete(container.id);
-    await this.ctx.lock.with(container.id, async () => {
-      const current = this.ctx.deps.store.containers.get(container.id);
-      if (!current || !hasProcess(current)) return;
+    await withCurrent(this.ctx, container.id, async (current) => {
+      if (!hasProcess(current)) return;
       const exited = await this.ctx.deps.exits.read(container.id);
       if (exited) this.apply(exited);
       else await settleUnmonitored(this.ctx.deps, current, { rebooted: false });

@@ -5,7 +5,7 @@ import { linuxResources } from '../oci/container.js';
 import { isRunning } from '../process/index.js';
 import { findSandbox } from '../sandbox/lookup.js';
 import { nowNanos } from '../time.js';
-import { runtimeOf, type ContainerContext } from './context.js';
+import { runtimeOf, withCurrent, type ContainerContext } from './context.js';
 import { ContainerCreation } from './create.js';
 import type { ExitRecorder } from './exit-recorder.js';
 import {
@@ -144,9 +144,7 @@ export class ContainerLifecycle {
     const { store, logger } = this.ctx.deps;
     const found = findContainerIfAny(store, idOrPrefix);
     if (!found) return;
-    await this.ctx.lock.with(found.id, async () => {
-      const container = store.containers.get(found.id);
-      if (!container) return;
+    await withCurrent(this.ctx, found.id, async (container) => {
       const running = hasProcess(container);
       if (running) await this.stopLocked(container.id, 0);
       await this.teardown.remove(
@@ -168,7 +166,7 @@ export class ContainerLifecycle {
     // Their exits are released in the background (ExitRecorder.onExit): the pod's stop need not wait.
     await Promise.all(
       this.createdIn(sandboxId).map((container) =>
-        this.ctx.lock.with(container.id, () => this.stopLocked(container.id, 0)),
+        withCurrent(this.ctx, container.id, (current) => this.stopLocked(current.id, 0)),
       ),
     );
   }

@@ -1,45 +1,37 @@
 import { DeadlineExceededError, InvalidArgumentError } from '../errors.js';
 import type { ContainerService } from '../container/service.js';
 import type { ContainerFilter, ContainerStateName, ContainerView } from '../container/types.js';
-import type {
-  ContainerMount,
-  ContainerNamespaces,
-  ContainerResources,
-  ContainerSecurity,
-  ContainerSpec,
-  DeviceMapping,
-  SecurityProfile,
-} from '../model/container.js';
+import type { ContainerMount, ContainerResources, ContainerSpec, DeviceMapping } from '../model/container.js';
 import type { KeyValue } from '../oci/container.js';
 import type { MountPropagation } from '../oci/mounts.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
 import type { UnaryHandlers } from './handler.js';
 import { jsonInfo, type Received, type Sent } from './messages.js';
+import { toSecurity } from './container-security.js';
 import { toWireStats } from './stats.js';
 import {
   MAX_ENV_BYTES,
   MAX_ENV_ENTRIES,
+  boundedList,
   boundedMap,
-  int64Id,
-  namespaceMode,
   oneOf,
   requireId,
   requireSafeName,
   requireString,
+  selectorFilter,
 } from './validate.js';
 import {
   absolutePath,
-  capabilityName,
+  argv,
   cpuset,
   devicePermissions,
   hugepageSize,
+  imageReference,
   int64InRange,
   noNul,
-  profileName,
   relativeLogPath,
   seconds,
   unifiedKey,
-  userName,
 } from './validate-container.js';
 export function containerHandlers({ lifecycle, exec, stats, views }: ContainerService) {
   return {
@@ -124,12 +116,19 @@ export function toContainerSpec(req: Received<'CreateContainerRequest'>): Contai
   return {
     metadata: { name, attempt: md.attempt },
     image,
-    userSpecifiedImage: config.image?.user_specified_image ?? '',
+    userSpecifiedImage: imageReference(
+      'config.image.user_specified_image',
+      config.image?.user_specified_image ?? '',
+    ),
     ...toArgv(config.command, config.args),
     workingDir: config.working_dir ? absolutePath('config.working_dir', config.working_dir, true) : '',
     envs: toEnvs(config.envs),
-    mounts: config.mounts.map((m, i) => toMount(`config.mounts[${i}]`, m)),
-    devices: config.devices.map((d, i) => toDevice(`config.devices[${i}]`, d)),
+    mounts: boundedList('config.mounts', config.mounts, MAX_MOUNTS).map((m, i) =>
+      toMount(`config.mounts[${i}]`, m),
+    ),
+    devices: boundedList('config.devices', config.devices, MAX_DEVICES).map((d, i) =>
+      toDevice(`config.devices[${i}]`, d),
+    ),
     labels: boundedMap('config.labels', config.labels),
     annotations: boundedMap('config.annotations', config.annotations),
     logPath: relativeLogPath('config.log_path', config.log_path),
@@ -141,44 +140,18 @@ export function toContainerSpec(req: Received<'CreateContainerRequest'>): Contai
   };
 }
 
-/** The kernel's MAX_ARG_STRLEN: no single argument may be longer for execve. */
-const MAX_ARG_BYTES = 128 * 1024;
-/** A program is named by a path: PATH_MAX. */
-const MAX_PROGRAM_BYTES = 4095;
-/** All arguments together, well inside what execve takes with the environment. */
-const MAX_ARGV_BYTES = 1024 * 1024;
-
 function toArgv(command: string[], args: string[]): { command: string[]; args: string[] } {
-  let total = 0;
-  const check = (field: string, s: string, max: number): string => {
-    const bytes = Buffer.byteLength(s);
-    if (bytes > max) throw new InvalidArgumentError(field, `is ${bytes} bytes long; at most ${max}`);
-    total += bytes;
-    if (total > MAX_ARGV_BYTES) {
-      throw new InvalidArgumentError(
-        'config.command',
-        `command and args hold more than ${MAX_ARGV_BYTES} bytes`,
-      );
-    }
-    return noNul(field, s);
-  };
-  return {
-    command: command.map((s, i) =>
-      check(`config.command[${i}]`, s, i === 0 ? MAX_PROGRAM_BYTES : MAX_ARG_BYTES),
-    ),
-    args: args.map((s, i) =>
-      check(`config.args[${i}]`, s, i === 0 && command.length === 0 ? MAX_PROGRAM_BYTES : MAX_ARG_BYTES),
-    ),
-  };
+  argv([
+    ['config.command', command],
+    ['config.args', args],
+  ]);
+  return { command, args };
 }
 
 function toEnvs(envs: Received<'KeyValue'>[]): KeyValue[] {
-  // Checked before any entry is looked at: 100,000 entries took 11 s to refuse one by one.
-  if (envs.length > MAX_ENV_ENTRIES) {
-    throw new InvalidArgumentError('config.envs', `has ${envs.length} entries; at most ${MAX_ENV_ENTRIES}`);
-  }
+  // Counted before any entry is looked at: 100,000 entries took 11 s to refuse one by one.
   let bytes = 0;
-  return envs.map((kv, i) => {
+  return boundedList('config.envs', envs, MAX_ENV_ENTRIES).map((kv, i) => {
     const env = toEnv(`config.envs[${i}]`, kv);
     bytes += Buffer.byteLength(env.key) + Buffer.byteLength(env.value) + 2;
     if (bytes > MAX_ENV_BYTES) {
@@ -238,6 +211,15 @@ function toDevice(field: string, d: Received<'Device'>): DeviceMapping {
   };
 }
 
+/**
+ * More than any pod has: kubelet adds a few mounts of its own (hosts, termination log, service
+ * account) to the pod's volumes, and device plugins hand out a few devices.
+ */
+const MAX_MOUNTS = 1024;
+const MAX_DEVICES = 1024;
+/** A CPU has a few huge page sizes. */
+const MAX_HUGEPAGE_LIMITS = 64;
+
 // --- Resources ------------------------------------------------------------------------------------
 
 const MAX = Number.MAX_SAFE_INTEGER;
@@ -282,10 +264,12 @@ export function toResources(
     oomScoreAdj: int64InRange(`${field}.oom_score_adj`, r.oom_score_adj, -1000, 1000),
     cpusetCpus: cpuset(`${field}.cpuset_cpus`, r.cpuset_cpus),
     cpusetMems: cpuset(`${field}.cpuset_mems`, r.cpuset_mems),
-    hugepageLimits: r.hugepage_limits.map((h, i) => ({
-      pageSize: hugepageSize(`${field}.hugepage_limits[${i}].page_size`, h.page_size),
-      limit: int64InRange(`${field}.hugepage_limits[${i}].limit`, h.limit, 0, MAX),
-    })),
+    hugepageLimits: boundedList(`${field}.hugepage_limits`, r.hugepage_limits, MAX_HUGEPAGE_LIMITS).map(
+      (h, i) => ({
+        pageSize: hugepageSize(`${field}.hugepage_limits[${i}].page_size`, h.page_size),
+        limit: int64InRange(`${field}.hugepage_limits[${i}].limit`, h.limit, 0, MAX),
+      }),
+    ),
     unified: toUnified(`${field}.unified`, r.unified),
     // -1 is unlimited swap, as kubelet sends it for UnlimitedSwap on cgroup v1.
     memorySwapLimitBytes: swapLimit(field, r),
@@ -333,169 +317,11 @@ function memoryLimit(field: string, value: string): number {
 }
 
 function toUnified(field: string, unified: Record<string, string>): Record<string, string> {
-  for (const [key, value] of Object.entries(unified)) {
+  for (const [key, value] of Object.entries(boundedMap(field, unified))) {
     unifiedKey(`${field}["${key}"]`, key);
     noNul(`${field}["${key}"]`, value);
   }
   return unified;
-}
-
-// --- Security context -----------------------------------------------------------------------------
-
-const SECURITY = 'config.linux.security_context';
-
-function toSecurity(sc: Received<'LinuxContainerSecurityContext'> | null): ContainerSecurity {
-  const caps = sc?.capabilities ?? null;
-  const capList = (name: string, list: string[] | undefined): string[] =>
-    (list ?? []).map((c, i) => capabilityName(`${SECURITY}.capabilities.${name}[${i}]`, c));
-
-  const runAsUser = sc?.run_as_user ? int64Id(`${SECURITY}.run_as_user.value`, sc.run_as_user.value) : null;
-  const runAsUsername = userName(`${SECURITY}.run_as_username`, sc?.run_as_username ?? '');
-  if (runAsUser !== null && runAsUsername) {
-    throw new InvalidArgumentError(
-      `${SECURITY}.run_as_username`,
-      'must not be set together with run_as_user',
-    );
-  }
-  // The CRI: "run_as_group should only be specified when run_as_user or run_as_username is
-  // specified; otherwise, the runtime MUST error."
-  if (sc?.run_as_group && runAsUser === null && !runAsUsername) {
-    throw new InvalidArgumentError(`${SECURITY}.run_as_group`, 'requires run_as_user or run_as_username');
-  }
-  const runAsGroup = sc?.run_as_group
-    ? int64Id(`${SECURITY}.run_as_group.value`, sc.run_as_group.value)
-    : null;
-  // Strict would drop the image's groups; applying Merge instead would grant groups the pod refused.
-  if (sc?.supplemental_groups_policy === 'Strict') {
-    throw new InvalidArgumentError(
-      `${SECURITY}.supplemental_groups_policy`,
-      'Strict is not supported by berth (RuntimeFeatures.supplemental_groups_policy is false)',
-    );
-  }
-
-  return {
-    addCapabilities: capList('add_capabilities', caps?.add_capabilities),
-    dropCapabilities: capList('drop_capabilities', caps?.drop_capabilities),
-    addAmbientCapabilities: capList('add_ambient_capabilities', caps?.add_ambient_capabilities),
-    privileged: sc?.privileged ?? false,
-    namespaces: toNamespaces(sc?.namespace_options ?? null),
-    runAsUser,
-    runAsUsername,
-    runAsGroup,
-    readonlyRootfs: sc?.readonly_rootfs ?? false,
-    supplementalGroups: (sc?.supplemental_groups ?? []).map((g, i) =>
-      int64Id(`${SECURITY}.supplemental_groups[${i}]`, g),
-    ),
-    noNewPrivs: sc?.no_new_privs ?? false,
-    maskedPaths: pathList(`${SECURITY}.masked_paths`, sc?.masked_paths ?? []),
-    readonlyPaths: pathList(`${SECURITY}.readonly_paths`, sc?.readonly_paths ?? []),
-    seccomp: toProfile('seccomp', sc?.seccomp ?? null, sc?.seccomp_profile_path ?? ''),
-    apparmor: toProfile('apparmor', sc?.apparmor ?? null, sc?.apparmor_profile ?? ''),
-  };
-}
-
-/**
- * proto3 cannot tell an empty repeated field from an absent one, so [] means "the runtime's
- * defaults" (null), as in containerd; the domain clears them for privileged containers.
- */
-function pathList(field: string, paths: string[]): string[] | null {
-  if (paths.length === 0) return null;
-  return paths.map((p, i) => absolutePath(`${field}[${i}]`, p, true));
-}
-
-function toNamespaces(options: Received<'NamespaceOption'> | null): ContainerNamespaces {
-  const base = `${SECURITY}.namespace_options`;
-  const mode = (name: 'network' | 'pid' | 'ipc') => {
-    const m = namespaceMode(`${base}.${name}`, options?.[name] ?? '');
-    // kubelet only targets another container's pid namespace (ephemeral debug containers).
-    if (m === 'TARGET' && name !== 'pid') {
-      throw new InvalidArgumentError(`${base}.${name}`, 'TARGET is only valid for the pid namespace');
-    }
-    return m;
-  };
-  const pid = mode('pid');
-  const userns = options?.userns_options ?? null;
-  // NODE is the host's user namespace; anything else asks for a user namespace berth cannot make.
-  if (userns && userns.mode !== 'NODE') {
-    throw new InvalidArgumentError(
-      `${base}.userns_options.mode`,
-      'user namespaces are not supported by berth',
-    );
-  }
-  return {
-    network: mode('network'),
-    pid,
-    ipc: mode('ipc'),
-    targetId: pid === 'TARGET' ? requireSafeName(`${base}.target_id`, options?.target_id) : '',
-  };
-}
-
-type ProfileKind = 'seccomp' | 'apparmor';
-
-const LOCALHOST_PREFIX = 'localhost/';
-
-/**
- * The SecurityProfile message wins over the deprecated string when both are sent. With neither:
- * seccomp is Unconfined (the CRI: "Default: '', which is identical with unconfined"; containerd
- * applies no filter; kubelet always sends one, RuntimeDefault when SeccompDefault is on) and
- * AppArmor is RuntimeDefault (the CRI: runtime/default is "equivalent to not specifying a profile";
- * containerd applies its default profile when the host has AppArmor).
- */
-function toProfile(
-  kind: ProfileKind,
-  profile: Received<'SecurityProfile'> | null,
-  legacy: string,
-): SecurityProfile {
-  if (profile) return fromSecurityProfile(kind, `${SECURITY}.${kind}`, profile);
-  const legacyField = kind === 'seccomp' ? 'seccomp_profile_path' : 'apparmor_profile';
-  const fromLegacy = fromLegacyProfile(kind, `${SECURITY}.${legacyField}`, legacy);
-  if (fromLegacy) return fromLegacy;
-  return kind === 'seccomp' ? { kind: 'Unconfined' } : { kind: 'RuntimeDefault' };
-}
-
-function fromSecurityProfile(
-  kind: ProfileKind,
-  field: string,
-  profile: Received<'SecurityProfile'>,
-): SecurityProfile {
-  const type = profile.profile_type || 'RuntimeDefault';
-  switch (type) {
-    case 'RuntimeDefault':
-    case 'Unconfined':
-      if (profile.localhost_ref) {
-        throw new InvalidArgumentError(
-          `${field}.localhost_ref`,
-          'must only be set with profile_type Localhost',
-        );
-      }
-      return { kind: type };
-    case 'Localhost':
-      return { kind: 'Localhost', path: localhostRef(kind, `${field}.localhost_ref`, profile.localhost_ref) };
-    default:
-      throw new InvalidArgumentError(`${field}.profile_type`, `unknown profile type "${type}"`);
-  }
-}
-
-/** The deprecated strings: "", "unconfined", "runtime/default", "docker/default", "localhost/<ref>". */
-function fromLegacyProfile(kind: ProfileKind, field: string, value: string): SecurityProfile | null {
-  if (!value) return null;
-  if (value === 'unconfined') return { kind: 'Unconfined' };
-  if (value === 'runtime/default' || value === 'docker/default') return { kind: 'RuntimeDefault' };
-  if (value.startsWith(LOCALHOST_PREFIX))
-    return { kind: 'Localhost', path: localhostRef(kind, field, value) };
-  throw new InvalidArgumentError(
-    field,
-    `unknown profile "${value}" (expected runtime/default, unconfined or localhost/<profile>)`,
-  );
-}
-
-/**
- * Seccomp: an absolute path to a JSON profile on the host (kubelet resolves it under its seccomp
- * root). AppArmor: the name of a loaded profile. Either may still carry the old "localhost/" prefix.
- */
-function localhostRef(kind: ProfileKind, field: string, ref: string): string {
-  const value = ref.startsWith(LOCALHOST_PREFIX) ? ref.slice(LOCALHOST_PREFIX.length) : ref;
-  return kind === 'seccomp' ? absolutePath(field, value, false) : profileName(field, value);
 }
 
 // --- Exec -----------------------------------------------------------------------------------------
@@ -503,7 +329,8 @@ function localhostRef(kind: ProfileKind, field: string, ref: string): string {
 export function toCmd(cmd: string[]): string[] {
   if (cmd.length === 0) throw new InvalidArgumentError('cmd', 'is required');
   requireString('cmd[0]', cmd[0]);
-  return cmd.map((arg, i) => noNul(`cmd[${i}]`, arg));
+  argv([['cmd', cmd]]);
+  return cmd;
 }
 
 // --- Filters --------------------------------------------------------------------------------------
@@ -532,15 +359,11 @@ export function toStatsFilter(req: Received<'ListContainerStatsRequest'>): Conta
   return f ? commonFilter(f.id, f.pod_sandbox_id, f.label_selector) : {};
 }
 
-function commonFilter(
-  id: string,
-  podSandboxId: string,
-  labelSelector: Record<string, string>,
-): ContainerFilter {
+function commonFilter(id: string, podSandboxId: string, selector: Record<string, string>): ContainerFilter {
   return {
     ...(id ? { id } : {}),
     ...(podSandboxId ? { podSandboxId } : {}),
-    ...(Object.keys(labelSelector).length > 0 ? { labelSelector } : {}),
+    ...selectorFilter(selector),
   };
 }
 

@@ -6,7 +6,7 @@ import {
   type ServerUnaryCall,
   type ServerWritableStream,
 } from '@grpc/grpc-js';
-import { errorMessage, InvalidArgumentError, UnimplementedError } from '../errors.js';
+import { errorMessage, UnimplementedError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { MalformedRequest } from './loader.js';
 import type { Decoded } from './messages.js';
@@ -95,9 +95,9 @@ export class RpcEdge {
   ): Promise<void> {
     const { rpc, elapsedMs, done } = this.begin(call);
     if (call.request instanceof MalformedRequest) {
-      this.logger.warn({ rpc, err: call.request.reason }, 'malformed request');
+      this.logger.warn({ rpc, err: call.request.error.message }, 'malformed request');
       done(status.INVALID_ARGUMENT);
-      call.emit('error', toServiceError(malformed(call.request)));
+      call.emit('error', toServiceError(call.request.error));
       return;
     }
     const cancelled = new AbortController();
@@ -140,11 +140,11 @@ export class RpcEdge {
     reply: sendUnaryData<Res>,
   ): void {
     const { rpc, elapsedMs, done } = this.begin(call);
-    // loader.ts hands over a request whose bytes did not decode as a MalformedRequest.
+    // loader.ts hands over a request it did not decode as a MalformedRequest.
     if (call.request instanceof MalformedRequest) {
-      this.logger.warn({ rpc, err: call.request.reason }, 'malformed request');
+      this.logger.warn({ rpc, err: call.request.error.message }, 'malformed request');
       done(status.INVALID_ARGUMENT);
-      reply(toServiceError(malformed(call.request)));
+      reply(toServiceError(call.request.error));
       return;
     }
     const cancelled = new AbortController();
@@ -226,8 +226,4 @@ function refuse(call: Pick<ServerUnaryCall<unknown, unknown>, 'getPath'>): Unary
   return async () => {
     throw new UnimplementedError(`${service}.${method} is not implemented by berth`);
   };
-}
-
-function malformed(req: MalformedRequest): InvalidArgumentError {
-  return new InvalidArgumentError('request', `is not a valid ${req.message}: ${req.reason}`);
 }

@@ -22,6 +22,9 @@ import {
   dnsSearchDomain,
   dnsOption,
   noControlChars,
+  boundedList,
+  selectorFilter,
+  supplementalGroups,
 } from './validate.js';
 
 export function sandboxHandlers(sandboxes: SandboxService) {
@@ -56,7 +59,7 @@ export function sandboxHandlers(sandboxes: SandboxService) {
       };
     },
     ListPodSandbox: async (req) => {
-      const filter = toFilter(req);
+      const filter = toSandboxFilter(req);
       return { items: filter ? sandboxes.list(filter).map(toWireSandbox) : [] };
     },
   } satisfies UnaryHandlers<RuntimeServiceHandlers>;
@@ -96,8 +99,9 @@ export function toSandboxSpec(req: Received<'RunPodSandboxRequest'>): SandboxSpe
     security: {
       runAsUser,
       runAsGroup,
-      supplementalGroups: (security?.supplemental_groups ?? []).map((g, i) =>
-        int64Id(`config.linux.security_context.supplemental_groups[${i}]`, g),
+      supplementalGroups: supplementalGroups(
+        'config.linux.security_context.supplemental_groups',
+        security?.supplemental_groups ?? [],
       ),
       privileged: security?.privileged ?? false,
       readonlyRootfs: security?.readonly_rootfs ?? false,
@@ -128,22 +132,15 @@ function toDns(config: Received<'PodSandboxConfig'>): SandboxSpec['dnsConfig'] {
   if (!dns) return null;
   // resolv.conf itself reads 3 nameservers and 6 search domains (glibc before 2.26); these bounds
   // are far above any real pod's and keep one pod's file small.
-  for (const [key, list, max] of [
-    ['servers', dns.servers, 16],
-    ['searches', dns.searches, 64],
-    ['options', dns.options, 64],
-  ] as const) {
-    if (list.length > max) {
-      throw new InvalidArgumentError(
-        `config.dns_config.${key}`,
-        `has ${list.length} entries; at most ${max}`,
-      );
-    }
-  }
+  type Check = (field: string, value: string) => string;
+  const list = (key: string, values: string[], max: number, check: Check) =>
+    boundedList(`config.dns_config.${key}`, values, max).map((v, i) =>
+      check(`config.dns_config.${key}[${i}]`, v),
+    );
   return {
-    servers: dns.servers.map((s, i) => ipAddress(`config.dns_config.servers[${i}]`, s)),
-    searches: dns.searches.map((s, i) => dnsSearchDomain(`config.dns_config.searches[${i}]`, s)),
-    options: dns.options.map((s, i) => dnsOption(`config.dns_config.options[${i}]`, s)),
+    servers: list('servers', dns.servers, 16, ipAddress),
+    searches: list('searches', dns.searches, 64, dnsSearchDomain),
+    options: list('options', dns.options, 64, dnsOption),
   };
 }
 
@@ -185,13 +182,9 @@ const UTS_SYSCTLS = new Set(['kernel.domainname', 'kernel.hostname']);
 const MAX_PORT_MAPPINGS = 1024;
 
 function toPortMappings(mappings: Received<'PortMapping'>[]): SandboxSpec['portMappings'] {
-  if (mappings.length > MAX_PORT_MAPPINGS) {
-    throw new InvalidArgumentError(
-      'config.port_mappings',
-      `has ${mappings.length} entries; at most ${MAX_PORT_MAPPINGS}`,
-    );
-  }
-  return mappings.map((p, i) => toPortMapping(`config.port_mappings[${i}]`, p));
+  return boundedList('config.port_mappings', mappings, MAX_PORT_MAPPINGS).map((p, i) =>
+    toPortMapping(`config.port_mappings[${i}]`, p),
+  );
 }
 
 function toSysctls(
@@ -199,7 +192,7 @@ function toSysctls(
   namespaces: SandboxSpec['namespaces'],
 ): Record<string, string> {
   const ownNetwork = namespaces.network !== 'NODE';
-  for (const [name, value] of Object.entries(sysctls)) {
+  for (const [name, value] of Object.entries(boundedMap('config.linux.sysctls', sysctls))) {
     const field = `config.linux.sysctls["${name}"]`;
     sysctlName(field, name);
     noControlChars(field, value);
@@ -220,16 +213,17 @@ function toSysctls(
 const SANDBOX_STATES: readonly SandboxStateName[] = ['SANDBOX_READY', 'SANDBOX_NOTREADY'];
 
 /** null: the filter names a state no pod can be in, so it matches none. */
-function toFilter(req: Received<'ListPodSandboxRequest'>): SandboxFilter | null {
+export function toSandboxFilter(req: Received<'ListPodSandboxRequest'>): SandboxFilter | null {
   const f = req.filter;
   if (!f) return {};
+  const selector = selectorFilter(f.label_selector);
   const wanted = f.state?.state;
   const state = SANDBOX_STATES.find((s) => s === wanted);
   if (wanted !== undefined && state === undefined) return null;
   return {
     ...(f.id ? { id: f.id } : {}),
     ...(state ? { state } : {}),
-    ...(Object.keys(f.label_selector).length > 0 ? { labelSelector: f.label_selector } : {}),
+    ...selector,
   };
 }
 

@@ -8,7 +8,7 @@ import type { InterfaceStatsView, MetricSample, PodStatsFilter, PodStatsView } f
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
 import type { UnaryHandlers } from './handler.js';
 import type { Received, Sent } from './messages.js';
-import { requireId } from './validate.js';
+import { requireId, selectorFilter } from './validate.js';
 
 export function podStatsHandlers(pods: PodStatsService) {
   return {
@@ -41,7 +41,7 @@ export function toPodStatsFilter(req: Received<'ListPodSandboxStatsRequest'>): P
   if (!f) return {};
   return {
     ...(f.id ? { id: f.id } : {}),
-    ...(Object.keys(f.label_selector).length > 0 ? { labelSelector: f.label_selector } : {}),
+    ...selectorFilter(f.label_selector),
   };
 }
 

@@ -11,7 +11,7 @@ import { toCmd } from './container.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
 import type { UnaryHandlers } from './handler.js';
 import type { Received } from './messages.js';
-import { requireId } from './validate.js';
+import { boundedList, requireId } from './validate.js';
 
 /** The streaming server, as the RPCs see it: it turns a validated request into a URL. */
 export interface StreamUrls {
@@ -37,7 +37,7 @@ export function streamingHandlers(
     },
     PortForward: async (req) => {
       const id = requireId('pod_sandbox_id', req.pod_sandbox_id);
-      const ports = req.port.map((p, i) => {
+      const ports = boundedList('port', req.port, MAX_FORWARDED_PORTS).map((p, i) => {
         if (!Number.isInteger(p) || p < 1 || p > 65535) {
           throw new InvalidArgumentError(`port[${i}]`, `${p} is not a port number (1-65535)`);
         }
@@ -47,6 +47,9 @@ export function streamingHandlers(
     },
   } satisfies UnaryHandlers<RuntimeServiceHandlers>;
 }
+
+/** kubectl port-forward forwards the few ports named on its command line; each is held until the URL is used. */
+const MAX_FORWARDED_PORTS = 1024;
 
 type StreamFlags = Pick<Received<'ExecRequest'>, 'tty' | 'stdin' | 'stdout' | 'stderr'>;
 

@@ -3,7 +3,7 @@
  * log line points at the exact part of the pod spec that is wrong.
  */
 import { InvalidArgumentError } from '../errors.js';
-import { hasControlChar } from './validate.js';
+import { hasControlChar, NAME_MAX, PATH_MAX, pathLength } from './validate.js';
 
 /** execve and the OCI spec cannot carry a NUL: reject it here rather than as an obscure runc error. */
 export function noNul(field: string, value: string): string {
@@ -43,7 +43,7 @@ export function seconds(field: string, value: string): number {
  */
 export function absolutePath(field: string, value: string, allowDotDot: boolean): string {
   if (!value) throw new InvalidArgumentError(field, 'is required');
-  noNul(field, value);
+  noNul(field, pathLength(field, value));
   if (!value.startsWith('/')) throw new InvalidArgumentError(field, `"${value}" must be an absolute path`);
   if (!allowDotDot && value.split('/').includes('..')) {
     throw new InvalidArgumentError(field, `"${value}" must not contain ".."`);
@@ -51,11 +51,10 @@ export function absolutePath(field: string, value: string, allowDotDot: boolean)
   return value;
 }
 
-/** A log path is joined to the sandbox's log directory, so it must not leave it. */
-/** Linux's PATH_MAX and NAME_MAX: a longer path could never be opened (and E2BIG'd conmon's argv). */
-const PATH_MAX = 4096;
-const NAME_MAX = 255;
-
+/**
+ * A log path is joined to the sandbox's log directory, so it must not leave it; PATH_MAX and
+ * NAME_MAX hold for it (a longer one also E2BIG'd conmon's argv).
+ */
 export function relativeLogPath(field: string, value: string): string {
   if (!value) return '';
   if (
@@ -124,17 +123,90 @@ export function devicePermissions(field: string, value: string): string {
   return value;
 }
 
+/**
+ * Longer than any image reference: a name of at most 255 characters (distribution's limit), a tag
+ * of at most 128 and a digest.
+ */
+const MAX_REFERENCE_BYTES = 1024;
+
+/** An image as the pod spec names it, kept to show in statuses: only its length is checked. */
+export function imageReference(field: string, value: string): string {
+  const bytes = Buffer.byteLength(value);
+  if (bytes > MAX_REFERENCE_BYTES) {
+    throw new InvalidArgumentError(
+      field,
+      `is ${bytes} bytes long; an image reference has at most ${MAX_REFERENCE_BYTES}`,
+    );
+  }
+  return value;
+}
+
+/** Linux's LOGIN_NAME_MAX, with the NUL. */
+const LOGIN_NAME_MAX = 256;
+
 /** Looked up in the image's /etc/passwd; a ":" would be read as user:group. */
 export function userName(field: string, value: string): string {
+  if (Buffer.byteLength(value) >= LOGIN_NAME_MAX) {
+    throw new InvalidArgumentError(field, `is longer than a user name may be (${LOGIN_NAME_MAX - 1} bytes)`);
+  }
   if (value && (value.includes(':') || value.includes('/') || hasControlChar(value))) {
     throw new InvalidArgumentError(field, `"${value}" is not a user name`);
   }
   return value;
 }
 
-/** Names something the host already has (an AppArmor profile): any text, but no control characters. */
+/**
+ * Names something the host already has (an AppArmor profile): any text, but no control characters,
+ * and short enough for the one page the kernel reads a profile change from (/proc/<pid>/attr).
+ */
 export function profileName(field: string, value: string): string {
   if (!value) throw new InvalidArgumentError(field, 'is required');
+  if (Buffer.byteLength(value) >= PATH_MAX) {
+    throw new InvalidArgumentError(field, `is longer than a profile name may be (${PATH_MAX - 1} bytes)`);
+  }
   if (hasControlChar(value)) throw new InvalidArgumentError(field, 'must not contain control characters');
   return value;
+}
+
+/**
+ * Arguments of a process berth starts (CreateContainer's command and args, Exec's and ExecSync's
+ * cmd), bounded as execve bounds them: one argument by MAX_ARG_STRLEN (128 KiB), the program by
+ * PATH_MAX, and the whole argv by half of ARG_MAX (2 MiB with the default stack limit: argv and
+ * the environment share it, and MAX_ENV_BYTES takes the other half).
+ */
+const MAX_ARG_BYTES = 128 * 1024;
+const MAX_ARGV_BYTES = 1024 * 1024;
+/**
+ * Arguments in all: each also costs the kernel a pointer and a NUL, and berth a string it holds
+ * until the process starts (a streaming Exec's until its URL is used or expires).
+ */
+export const MAX_ARGS = 16_384;
+
+/**
+ * `lists` together make one argv, named by their request fields ("config.command", "config.args"):
+ * its first argument is the program. Refuses, naming the field, what execve would not take.
+ */
+export function argv(lists: readonly (readonly [field: string, args: readonly string[]])[]): void {
+  const first = lists[0]?.[0] ?? 'argv';
+  const others = lists.slice(1).map(([field]) => field);
+  const withOthers = others.length > 0 ? ` together with ${others.join(', ')}` : '';
+  const count = lists.reduce((n, [, args]) => n + args.length, 0);
+  if (count > MAX_ARGS) {
+    throw new InvalidArgumentError(first, `has ${count} arguments${withOthers}; at most ${MAX_ARGS}`);
+  }
+  let total = 0;
+  let index = 0;
+  for (const [field, args] of lists) {
+    for (const [i, arg] of args.entries()) {
+      const max = index++ === 0 ? PATH_MAX - 1 : MAX_ARG_BYTES;
+      const bytes = Buffer.byteLength(arg);
+      if (bytes > max)
+        throw new InvalidArgumentError(`${field}[${i}]`, `is ${bytes} bytes long; at most ${max}`);
+      total += bytes;
+      if (total > MAX_ARGV_BYTES) {
+        throw new InvalidArgumentError(first, `holds more than ${MAX_ARGV_BYTES} bytes${withOthers}`);
+      }
+      noNul(`${field}[${i}]`, arg);
+    }
+  }
 }

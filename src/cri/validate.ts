@@ -59,14 +59,27 @@ export function optionalHostname(field: string, value: string): string {
   return value;
 }
 
+/** Linux's PATH_MAX (with the NUL) and NAME_MAX: a longer path or name could never be opened. */
+export const PATH_MAX = 4096;
+export const NAME_MAX = 255;
+
 export function optionalAbsolutePath(field: string, value: string): string {
   if (!value) return '';
+  pathLength(field, value);
   if (!isAbsolute(value) || value.split('/').includes('..') || hasControlChar(value)) {
     throw new InvalidArgumentError(
       field,
       `${quoted(value)} must be an absolute path without ".." or control characters`,
     );
   }
+  return value;
+}
+
+/** A path the kernel resolves: shorter than PATH_MAX bytes. */
+export function pathLength(field: string, value: string): string {
+  const bytes = Buffer.byteLength(value);
+  if (bytes >= PATH_MAX)
+    throw new InvalidArgumentError(field, `is ${bytes} bytes long; a path has fewer than ${PATH_MAX}`);
   return value;
 }
 
@@ -129,6 +142,35 @@ export function boundedMap(field: string, map: Record<string, string>): Record<s
 }
 
 /**
+ * Entries of a label selector (ListPodSandbox, ListContainers and their stats): each is looked up
+ * in the labels of every pod or container listed. kubelet selects by one label (a pod's uid),
+ * crictl by one per --label flag given.
+ */
+export const MAX_SELECTOR_ENTRIES = 64;
+
+/**
+ * A filter's label selector, left out when empty (it selects everything then). It matches only
+ * objects whose labels hold all of it, so it is bounded as labels are (keys of at most 317
+ * characters, 256 KiB of keys and values): a bigger one would match nothing.
+ */
+export function selectorFilter(selector: Record<string, string>): { labelSelector?: Record<string, string> } {
+  const field = 'filter.label_selector';
+  // Counted before any entry is looked at.
+  const entries = Object.keys(selector).length;
+  if (entries === 0) return {};
+  if (entries > MAX_SELECTOR_ENTRIES) {
+    throw new InvalidArgumentError(field, `has ${entries} entries; at most ${MAX_SELECTOR_ENTRIES}`);
+  }
+  return { labelSelector: boundedMap(field, selector) };
+}
+
+/** A list of at most `max` entries, refused before any entry is looked at. */
+export function boundedList<T>(field: string, list: readonly T[], max: number): readonly T[] {
+  if (list.length > max) throw new InvalidArgumentError(field, `has ${list.length} entries; at most ${max}`);
+  return list;
+}
+
+/**
  * A container's environment: far more than any real one, and below what execve itself takes (all
  * of argv and envp share a quarter of the stack limit, 2 MiB by default).
  */
@@ -147,8 +189,14 @@ export function quoted(value: string): string {
 export function optionalCgroupParent(field: string, value: string): string {
   if (!value) return '';
   // A path in the cgroup filesystem, so PATH_MAX and NAME_MAX hold.
-  if (Buffer.byteLength(value) >= 4096 || value.split('/').some((part) => Buffer.byteLength(part) > 255)) {
-    throw new InvalidArgumentError(field, 'is longer than a cgroup path may be (4096 bytes, 255 per name)');
+  if (
+    Buffer.byteLength(value) >= PATH_MAX ||
+    value.split('/').some((part) => Buffer.byteLength(part) > NAME_MAX)
+  ) {
+    throw new InvalidArgumentError(
+      field,
+      `is longer than a cgroup path may be (${PATH_MAX} bytes, ${NAME_MAX} per name)`,
+    );
   }
   if (value.split('/').includes('..') || hasControlChar(value)) {
     throw new InvalidArgumentError(field, `${quoted(value)} must not contain ".." or control characters`);
@@ -158,6 +206,13 @@ export function optionalCgroupParent(field: string, value: string): string {
 
 /** The largest uid or gid runc takes (it reads them as a Go int32 in places). */
 const MAX_ID = 2_147_483_647;
+
+/** Linux's NGROUPS_MAX: the most supplementary groups a process can have. */
+const NGROUPS_MAX = 65_536;
+
+export function supplementalGroups(field: string, groups: readonly string[]): number[] {
+  return boundedList(field, groups, NGROUPS_MAX).map((g, i) => int64Id(`${field}[${i}]`, g));
+}
 
 export function int64Id(field: string, value: string): number {
   const n = Number(value);

@@ -11,6 +11,8 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status, type ServiceError } from '@grpc/grpc-js';
+import { cgroupsPath } from '../../src/oci/cgroups.js';
+import { hierarchiesHolding } from '../harness/cgroups.js';
 import { podConfig, TestDaemon } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
 import { busyboxLayer, pushImage, type PushedImage } from '../harness/images.js';
@@ -98,6 +100,36 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
       assert.ok(Date.now() - started < 1_000);
     });
 
+    it('huge label selectors and exec commands are INVALID_ARGUMENT naming the field', async () => {
+      const selector = (n: number): Record<string, string> =>
+        Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, 'v']));
+      // Far past what berth decodes (the probe sent 500,000), refused before decoding; 65 by the
+      // filter's bound.
+      const huge = selector(200_000);
+      for (const label_selector of [huge, selector(65)]) {
+        for (const rpc of ['ListPodSandbox', 'ListContainers', 'ListContainerStats', 'ListPodSandboxStats']) {
+          await rejectsWith(
+            daemon.cri.call(rpc, { filter: { label_selector } }, { deadlineMs: 60_000 }),
+            status.INVALID_ARGUMENT,
+            /^filter\.label_selector: /,
+          );
+        }
+      }
+      // Refused before the container is looked up, as the probe's 10 MB command was not.
+      const cmd = ['sh', 'x'.repeat(10 * 1024 * 1024)];
+      await rejectsWith(
+        daemon.cri.call('Exec', { container_id: 'c0ffee', cmd, stdout: true }),
+        status.INVALID_ARGUMENT,
+        /^cmd\[1\]: /,
+      );
+      await rejectsWith(
+        daemon.cri.call('ExecSync', { container_id: 'c0ffee', cmd, timeout: 1 }),
+        status.INVALID_ARGUMENT,
+        /^cmd\[1\]: /,
+      );
+      await daemon.cri.call('Version', {});
+    });
+
     it('errors quoting a huge hostname or image reference stay small and arrive', async () => {
       const config = { ...daemon.pod('huge-hostname'), hostname: HUGE };
       const err = await rejectsWith(
@@ -157,6 +189,30 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
         assert.equal(codes[4], status.OK);
         assert.equal(codes[6], status.OK);
         await assertNothingLeaked();
+      }
+    });
+
+    it("StartContainer, RemovePodSandbox and RemoveContainer of the pod's container at once: both removes succeed", async () => {
+      for (let round = 0; round < 8; round++) {
+        const { id, config } = await runNamedPod(`start-remove-${round}`);
+        const cid = await createIn(id, config, 'c');
+        const [startCode, removePodCode, removeCode] = await Promise.all([
+          outcome(daemon.cri.call('StartContainer', { container_id: cid })),
+          outcome(daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: id })),
+          outcome(daemon.cri.call('RemoveContainer', { container_id: cid })),
+        ]);
+        // Both removals are idempotent: whichever gets to the container second finds it gone.
+        assert.equal(
+          removePodCode,
+          status.OK,
+          `round ${round}: RemovePodSandbox ended ${status[removePodCode]}`,
+        );
+        assert.equal(removeCode, status.OK, `round ${round}: RemoveContainer ended ${status[removeCode]}`);
+        assert.ok(RACE_CODES.has(startCode), `round ${round}: StartContainer ended ${status[startCode]}`);
+        await assertNothingLeaked();
+        assert.deepEqual(await daemon.podMounts(), [], `round ${round}: mounts left`);
+        const cgroup = cgroupsPath('cgroupfs', '', cid);
+        assert.deepEqual(await hierarchiesHolding(cgroup), [], `round ${round}: cgroup ${cgroup} left`);
       }
     });
   });

@@ -33,3 +33,12 @@ async function removeDirTree(dir: string): Promise<void> {
   }
   await rmdir(dir).catch(() => undefined);
 }
+
+/**
+ * The hierarchies in which a cgroup at `path` (a cgroupfs cgroupsPath, as berth gives runc) still
+ * exists: a removed container must leave none.
+ */
+export async function hierarchiesHolding(path: string): Promise<string[]> {
+  const hierarchies = await readdir(CGROUP_ROOT).catch(() => [] as string[]);
+  return hierarchies.filter((hierarchy) => existsSync(join(CGROUP_ROOT, hierarchy, path)));
+}

@@ -25,6 +25,8 @@ import { RpcEdge, type UnaryHandler } from '../../src/cri/handler.js';
 import { loadCriServices } from '../../src/cri/loader.js';
 import type { Received } from '../../src/cri/messages.js';
 import { grpcCode } from '../../src/cri/status.js';
+import { MAX_SELECTOR_ENTRIES } from '../../src/cri/validate.js';
+import { MAX_ARGS } from '../../src/cri/validate-container.js';
 import { DeadlineExceededError, InvalidArgumentError, NotFoundError } from '../../src/errors.js';
 import type { ContainerService } from '../../src/container/service.js';
 import type { ContainerFilter, ContainerStatsView, ContainerView } from '../../src/container/types.js';
@@ -37,6 +39,10 @@ type WireContainerConfig = Received<'ContainerConfig'>;
 type WireLinuxContainerResources = Received<'LinuxContainerResources'>;
 type WireLinuxContainerSecurityContext = Received<'LinuxContainerSecurityContext'>;
 type WireMount = Received<'Mount'>;
+
+const MiB = 1024 * 1024;
+/** Linux's MAX_ARG_STRLEN: the longest one argument may be. */
+const ARG_128K = 'a'.repeat(128 * 1024);
 
 // --- Builders -------------------------------------------------------------------------------------
 
@@ -640,6 +646,69 @@ describe('invalid CreateContainer requests name the field', () => {
         },
       }),
     ],
+    // Lists, maps and strings berth keeps with the container, each bounded.
+    ['config.command', request(wireConfig({ command: Array<string>(MAX_ARGS + 1).fill('a'), args: [] }))],
+    [
+      'config.command',
+      request(wireConfig({ command: ['/bin/sh'], args: Array<string>(MAX_ARGS).fill('a') })),
+    ],
+    ['config.args[0]', request(wireConfig({ command: ['/bin/sh'], args: ['x'.repeat(10 * MiB)] }))],
+    ['config.command', request(wireConfig({ command: ['/bin/sh'], args: Array<string>(9).fill(ARG_128K) }))],
+    ['config.mounts', request(wireConfig({ mounts: Array<WireMount>(1025).fill(wireMount()) }))],
+    [
+      'config.devices',
+      request(
+        wireConfig({
+          devices: Array<Received<'Device'>>(1025).fill({
+            container_path: '/dev/x',
+            host_path: '/dev/x',
+            permissions: 'r',
+          }),
+        }),
+      ),
+    ],
+    ['config.working_dir', request(wireConfig({ working_dir: `/${'x'.repeat(5000)}` }))],
+    [
+      'config.mounts[0].host_path',
+      request(wireConfig({ mounts: [wireMount({ host_path: `/${'d/'.repeat(3000)}` })] })),
+    ],
+    [
+      'config.image.user_specified_image',
+      request(
+        wireConfig({
+          image: {
+            image: 'sha256:abc',
+            annotations: {},
+            user_specified_image: `busybox:${'x'.repeat(10 * MiB)}`,
+            runtime_handler: '',
+            image_ref: '',
+          },
+        }),
+      ),
+    ],
+    [
+      `${R}.hugepage_limits`,
+      withResources({ hugepage_limits: Array(65).fill({ page_size: '2MB', limit: '1' }) }),
+    ],
+    [`${R}.unified`, withResources({ unified: { 'memory.high': 'x'.repeat(300 * 1024) } })],
+    [`${SC}.supplemental_groups`, withSecurity({ supplemental_groups: Array<string>(65_537).fill('1') })],
+    [
+      `${SC}.capabilities.drop_capabilities`,
+      withSecurity({
+        capabilities: {
+          add_capabilities: [],
+          drop_capabilities: Array<string>(65).fill('NET_RAW'),
+          add_ambient_capabilities: [],
+        },
+      }),
+    ],
+    [`${SC}.masked_paths`, withSecurity({ masked_paths: Array<string>(1025).fill('/proc/kcore') })],
+    [`${SC}.readonly_paths`, withSecurity({ readonly_paths: Array<string>(1025).fill('/proc/sys') })],
+    [`${SC}.run_as_username`, withSecurity({ run_as_user: null, run_as_username: 'u'.repeat(256) })],
+    [
+      `${SC}.apparmor.localhost_ref`,
+      withSecurity({ apparmor: { profile_type: 'Localhost', localhost_ref: 'p'.repeat(5000) } }),
+    ],
     [`${SC}.masked_paths[0]`, withSecurity({ masked_paths: ['proc/kcore'] })],
     [`${SC}.readonly_paths[1]`, withSecurity({ readonly_paths: ['/proc/sys', ''] })],
   ];
@@ -682,6 +751,24 @@ test('ListContainers filter: empty fields are omitted, state is checked', () => 
     podSandboxId: 'pod1',
   });
   assert.deepEqual(toStatsFilter({ filter: null }), {});
+});
+
+test('label selectors of ListContainers and ListContainerStats are bounded, naming the field', () => {
+  const selector = (n: number, value = 'v'): Record<string, string> =>
+    Object.fromEntries(Array.from({ length: n }, (_, i) => [`example.com/k${i}`, value]));
+  const list = (label_selector: Record<string, string>) =>
+    toListFilter({ filter: { id: '', state: null, pod_sandbox_id: '', label_selector } });
+  const stats = (label_selector: Record<string, string>) =>
+    toStatsFilter({ filter: { id: '', pod_sandbox_id: '', label_selector } });
+  assert.equal(Object.keys(list(selector(MAX_SELECTOR_ENTRIES)).labelSelector ?? {}).length, 64);
+  for (const filter of [list, stats]) {
+    rejects(() => filter(selector(MAX_SELECTOR_ENTRIES + 1)), 'filter.label_selector');
+    // The probe's selector: refused by counting, before any entry is looked at.
+    rejects(() => filter(selector(500_000)), 'filter.label_selector');
+    rejects(() => filter({ [`a/${'k'.repeat(400)}`]: 'v' }), 'filter.label_selector');
+    rejects(() => filter(selector(2, 'x'.repeat(200 * 1024))), 'filter.label_selector');
+    rejects(() => filter({ 'bad\nkey': 'v' }), 'filter.label_selector');
+  }
 });
 
 // --- Views to the wire ----------------------------------------------------------------------------
@@ -902,6 +989,27 @@ test('ExecSync: cmd is required; a timed-out command is DEADLINE_EXCEEDED', asyn
   );
 });
 
+test("ExecSync's cmd is bounded as execve bounds it, naming the field", async () => {
+  const { calls, service } = fakeService();
+  const exec = containerHandlers(service).ExecSync;
+  const refused = async (cmd: string[], field: string): Promise<void> => {
+    await assert.rejects(invoke(exec, { container_id: 'c0', cmd, timeout: '0' }), (err: unknown) => {
+      assert.ok(err instanceof InvalidArgumentError, String(err));
+      assert.equal(err.field, field);
+      return true;
+    });
+  };
+  // The probe's 10 MB command; more arguments than MAX_ARGS; more than 1 MiB in all.
+  await refused(['sh', 'x'.repeat(10 * MiB)], 'cmd[1]');
+  await refused(Array<string>(MAX_ARGS + 1).fill('a'), 'cmd');
+  await refused(['sh', ...Array<string>(9).fill(ARG_128K)], 'cmd');
+  await refused([`/${'p'.repeat(4095)}`], 'cmd[0]');
+  const before = calls.exec.length;
+  await invoke(exec, { container_id: 'c0', cmd: ['sh', ...Array<string>(7).fill(ARG_128K)], timeout: '0' });
+  await invoke(exec, { container_id: 'c0', cmd: Array<string>(MAX_ARGS).fill('a'), timeout: '0' });
+  assert.equal(calls.exec.length, before + 2);
+});
+
 test('UpdateContainerResources: linux resources are validated like CreateContainer', async () => {
   const { calls, service } = fakeService();
   const update = containerHandlers(service).UpdateContainerResources;
@@ -995,6 +1103,21 @@ describe('over gRPC on a unix socket', () => {
       }),
       grpcError(status.INVALID_ARGUMENT, /^config\.linux\.security_context\.run_as_group: /),
     );
+  });
+
+  test('a request holding more values than berth decodes is INVALID_ARGUMENT naming the field', async () => {
+    const lists = fake.calls.list.length;
+    const label_selector = Object.fromEntries(Array.from({ length: 100_000 }, (_, i) => [`k${i}`, 'v']));
+    await assert.rejects(
+      call('ListContainers', { filter: { label_selector } }),
+      grpcError(status.INVALID_ARGUMENT, /^filter\.label_selector: too many values/),
+    );
+    await assert.rejects(
+      call('ExecSync', { container_id: 'c0', cmd: Array<string>(200_000).fill('a') }),
+      grpcError(status.INVALID_ARGUMENT, /^cmd: too many values/),
+    );
+    // Refused before it was decoded: the handler never saw it.
+    assert.equal(fake.calls.list.length, lists);
   });
 
   test('ExecSync returns stdout and stderr as Buffers, bytes intact', async () => {

@@ -2,7 +2,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { toSandboxSpec } from '../../src/cri/sandbox.js';
+import { toSandboxFilter, toSandboxSpec } from '../../src/cri/sandbox.js';
+import { toPodStatsFilter } from '../../src/cri/stats.js';
 import type { Received } from '../../src/cri/messages.js';
 import type { NamespaceMode } from '../../src/oci/container.js';
 
@@ -87,6 +88,74 @@ describe('RunPodSandbox fields that reach files', () => {
     } catch (err) {
       assert.ok(err instanceof InvalidArgumentError);
       assert.ok(err.message.length < 400, `message of ${err.message.length} characters`);
+    }
+  });
+});
+
+describe('RunPodSandbox lists and strings that berth keeps', () => {
+  const security = (supplemental_groups: string[]): Partial<WirePodSandboxConfig> => ({
+    linux: {
+      cgroup_parent: '',
+      sysctls: {},
+      security_context: {
+        namespace_options: null,
+        selinux_options: null,
+        run_as_user: null,
+        run_as_group: null,
+        readonly_rootfs: false,
+        supplemental_groups,
+        privileged: false,
+        seccomp_profile_path: '',
+        seccomp: null,
+        apparmor: null,
+        supplemental_groups_policy: 'Merge',
+      },
+      overhead: null,
+      resources: null,
+    },
+  });
+
+  it('takes up to NGROUPS_MAX supplemental groups, and a log directory shorter than PATH_MAX', () => {
+    const groups = Array<string>(65_536).fill('1');
+    assert.equal(toSandboxSpec(request(security(groups))).security.supplementalGroups.length, 65_536);
+    refuses(request(security([...groups, '2'])), 'config.linux.security_context.supplemental_groups');
+    assert.ok(toSandboxSpec(request({ log_directory: `/${'l'.repeat(4094)}` })));
+    refuses(request({ log_directory: `/${'l'.repeat(4095)}` }), 'config.log_directory');
+  });
+
+  it('bounds sysctls as labels are bounded', () => {
+    const linux = (sysctls: Record<string, string>): Partial<WirePodSandboxConfig> => ({
+      linux: { cgroup_parent: '', security_context: null, sysctls, overhead: null, resources: null },
+    });
+    refuses(
+      request(linux({ 'net.ipv4.ip_local_port_range': 'x'.repeat(300 * 1024) })),
+      'config.linux.sysctls',
+    );
+  });
+});
+
+describe('label selectors of ListPodSandbox and ListPodSandboxStats', () => {
+  const selector = (n: number, value = 'v'): Record<string, string> =>
+    Object.fromEntries(Array.from({ length: n }, (_, i) => [`example.com/k${i}`, value]));
+  const list = (label_selector: Record<string, string>) =>
+    toSandboxFilter({ filter: { id: '', state: null, label_selector } });
+  const stats = (label_selector: Record<string, string>) =>
+    toPodStatsFilter({ filter: { id: '', label_selector } });
+
+  it('take 64 entries, and refuse more, or keys and values no label could have, naming the field', () => {
+    assert.equal(Object.keys(list(selector(64))?.labelSelector ?? {}).length, 64);
+    assert.equal(Object.keys(stats(selector(64)).labelSelector ?? {}).length, 64);
+    for (const filter of [list, stats]) {
+      const refused = (value: Record<string, string>): void =>
+        assert.throws(
+          () => filter(value),
+          (err: unknown) => err instanceof InvalidArgumentError && err.field === 'filter.label_selector',
+        );
+      refused(selector(65));
+      // The probe's selector: refused by counting, before any entry is looked at.
+      refused(selector(500_000));
+      refused({ [`a/${'k'.repeat(400)}`]: 'v' });
+      refused(selector(2, 'x'.repeat(200 * 1024)));
     }
   });
 });
