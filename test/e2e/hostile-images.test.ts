@@ -1,0 +1,124 @@
+/**
+ * Images built to hurt berthd, end to end: a real berthd spoken to over its CRI socket only,
+ * pulling from a real docker-registry on 127.0.0.1 filled by test/harness/images.ts. Layers that
+ * try to write outside themselves, configs and Envs beyond any real image, non-regular files where
+ * /etc/passwd should be, WorkingDirs through symlinks, and a runtime that never answers a create.
+ * Each must get a typed answer naming what was wrong, block nothing, and leave nothing behind.
+ *
+ * Needs root. Traffic goes to 127.0.0.1 only.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { status } from '@grpc/grpc-js';
+import { TestDaemon } from '../harness/daemon.js';
+import { rejectsWith } from '../harness/grpc.js';
+import { buildLayer, busyboxLayer, pushImage, type LayerEntry, type PushedImage } from '../harness/images.js';
+import { containerConfig, runPod, stopAndRemovePod, type Pod } from '../harness/pods.js';
+import { startRegistry, type TestRegistry } from '../harness/registry.js';
+import { registrySkip as skip } from '../harness/skip.js';
+
+const SUITE_TIMEOUT_MS = 600_000;
+/** A bound for a call that must not hang: far more than any answer takes on a loaded machine. */
+const CALL_DEADLINE_MS = 60_000;
+const MiB = 1024 * 1024;
+
+async function pull(daemon: TestDaemon, image: string): Promise<string> {
+  const res = await daemon.cri.callImage<{ image_ref: string }>(
+    'PullImage',
+    { image: { image } },
+    { deadlineMs: CALL_DEADLINE_MS },
+  );
+  return res.image_ref;
+}
+
+function create(daemon: TestDaemon, pod: Pod, config: Record<string, unknown>): Promise<unknown> {
+  return daemon.cri.call(
+    'CreateContainer',
+    { pod_sandbox_id: pod.id, config, sandbox_config: pod.config },
+    { deadlineMs: CALL_DEADLINE_MS },
+  );
+}
+
+async function listContainers(daemon: TestDaemon, pod: Pod): Promise<{ id: string; state: string }[]> {
+  const res = await daemon.cri.call<{ containers: { id: string; state: string }[] }>('ListContainers', {
+    filter: { pod_sandbox_id: pod.id },
+  });
+  return res.containers;
+}
+
+describe('image files that are not regular files', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  let registry: TestRegistry;
+  let daemon: TestDaemon;
+  let images: { what: string; file: string; image: PushedImage }[];
+
+  before(async () => {
+    registry = await startRegistry();
+    const base = await busyboxLayer();
+    const over = async (what: string, file: string, entry: LayerEntry, User: string): Promise<void> => {
+      const image = await pushImage(registry, `hostile/${what}`, '1', {
+        layers: [base, await buildLayer([entry])],
+        config: { Cmd: ['sleep', '1000'], User },
+      });
+      images.push({ what, file, image });
+    };
+    images = [];
+    await over('fifo-passwd', '/etc/passwd', { type: 'fifo', path: 'etc/passwd' }, 'app');
+    await over('fifo-group', '/etc/group', { type: 'fifo', path: 'etc/group' }, '1000');
+    // /dev/zero's numbers: a read that never ends.
+    await over('zero-group', '/etc/group', { type: 'char', path: 'etc/group', major: 1, minor: 5 }, '0');
+    await over(
+      'huge-passwd',
+      '/etc/passwd',
+      { type: 'file', path: 'etc/passwd', content: Buffer.alloc(5 * MiB, 'root:x:0:0::/:/bin/sh\n') },
+      'app',
+    );
+    daemon = await TestDaemon.create({ cni: 'bridge' });
+    for (const { image } of images) await pull(daemon, image.reference);
+  });
+
+  after(async () => {
+    // Not destroy(): its RemovePodSandbox has no deadline, and a pod with a hung create never goes.
+    await daemon?.kill9();
+    await daemon?.sweep();
+    await registry?.stop();
+  });
+
+  it('CreateContainer is refused at once naming the file; nothing blocks; the pod goes; SIGTERM stops berthd', async () => {
+    const pod = await runPod(daemon.cri, daemon.pod('fifo'));
+    // More creates at once than libuv has threads: a read that blocked would hold one each.
+    const attempts = images.flatMap(({ what, file, image }) =>
+      [0, 1].map(async (n) => {
+        const err = await rejectsWith(
+          create(daemon, pod, containerConfig(`${what}-${n}`, image.reference)),
+          status.FAILED_PRECONDITION,
+        );
+        assert.ok(err.details.includes(file), `${what}: details do not name ${file}: ${err.details}`);
+      }),
+    );
+    await Promise.all(attempts);
+    assert.deepEqual(await listContainers(daemon, pod), []);
+
+    // The thread pool is free: calls that need it answer.
+    const bounded = { deadlineMs: CALL_DEADLINE_MS };
+    await daemon.cri.callImage('ImageFsInfo', {}, bounded);
+    await daemon.cri.call('ListContainerStats', {}, bounded);
+    const other = await runPod(daemon.cri, daemon.pod('after-fifo'));
+    await stopAndRemovePod(daemon.cri, other.id);
+    await daemon.cri.call('StopPodSandbox', { pod_sandbox_id: pod.id }, bounded);
+    await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: pod.id }, bounded);
+
+    const proc = daemon.proc;
+    assert.ok(proc);
+    let timer: NodeJS.Timeout | undefined;
+    const hung = new Promise<'hung'>((resolve) => {
+      timer = setTimeout(() => resolve('hung'), CALL_DEADLINE_MS);
+    });
+    const exit = await Promise.race([daemon.signalAndWait('SIGTERM'), hung]);
+    clearTimeout(timer);
+    if (exit === 'hung') {
+      proc.kill('SIGKILL');
+      assert.fail(`berthd did not exit within ${CALL_DEADLINE_MS} ms of SIGTERM`);
+    }
+    assert.deepEqual(exit, { code: 0, signal: null });
+  });
+});
