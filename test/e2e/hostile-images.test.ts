@@ -8,12 +8,29 @@
  * Needs root. Traffic goes to 127.0.0.1 only.
  */
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { rm } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { TestDaemon } from '../harness/daemon.js';
+import { exists } from '../harness/files.js';
 import { rejectsWith } from '../harness/grpc.js';
-import { buildLayer, busyboxLayer, pushImage, type LayerEntry, type PushedImage } from '../harness/images.js';
-import { containerConfig, runPod, stopAndRemovePod, type Pod } from '../harness/pods.js';
+import {
+  buildLayer,
+  busyboxLayer,
+  pushImage,
+  type BuiltLayer,
+  type LayerEntry,
+  type PushedImage,
+} from '../harness/images.js';
+import {
+  containerConfig,
+  createContainer,
+  execText,
+  runPod,
+  stopAndRemovePod,
+  type Pod,
+} from '../harness/pods.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
 import { registrySkip as skip } from '../harness/skip.js';
 
@@ -45,6 +62,98 @@ async function listContainers(daemon: TestDaemon, pod: Pod): Promise<{ id: strin
   });
   return res.containers;
 }
+
+describe('hostile image content', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  let registry: TestRegistry;
+  let daemon: TestDaemon;
+  let base: BuiltLayer;
+  let pod: Pod;
+
+  before(async () => {
+    registry = await startRegistry();
+    base = await busyboxLayer();
+    daemon = await TestDaemon.create({ cni: 'bridge' });
+    pod = await runPod(daemon.cri, daemon.pod('hostile-images'));
+  });
+
+  after(async () => {
+    await daemon?.destroy();
+    await registry?.stop();
+  });
+
+  describe('a WorkingDir through symlinks: resolved inside the rootfs, as runc will see it', () => {
+    const escape = `/berth-test-escape-${randomBytes(4).toString('hex')}`;
+
+    after(async () => {
+      await rm(escape, { recursive: true, force: true });
+    });
+
+    /** Runs the image's default command with `WorkingDir`; returns the process's real cwd. */
+    async function cwdOf(name: string, entries: LayerEntry[], workingDir: string): Promise<string> {
+      const image = await pushImage(registry, `hostile/workdir-${name}`, '1', {
+        layers: [base, await buildLayer(entries)],
+        config: { Cmd: ['sleep', '1000'], WorkingDir: workingDir },
+      });
+      await pull(daemon, image.reference);
+      const id = await createContainer(daemon.cri, pod, containerConfig(name, image.reference));
+      try {
+        await daemon.cri.call('StartContainer', { container_id: id });
+        // The container has a pid namespace of its own: its process is pid 1.
+        return (await execText(daemon.cri, id, ['readlink', '/proc/1/cwd'])).trim();
+      } finally {
+        await daemon.cri.call('StopContainer', { container_id: id, timeout: 0 });
+        await daemon.cri.call('RemoveContainer', { container_id: id });
+      }
+    }
+
+    it('a link to a directory that does not exist yet: made inside the rootfs, never on the host', async () => {
+      const cwd = await cwdOf(
+        'dangling',
+        [{ type: 'symlink', path: 'work', target: `${escape}/deep` }],
+        '/work',
+      );
+      assert.equal(cwd, `${escape}/deep`);
+      assert.equal(await exists(escape), false, 'made on the host');
+    });
+
+    it('a relative link that climbs above the root stops at the root', async () => {
+      const cwd = await cwdOf(
+        'climbing',
+        [{ type: 'symlink', path: 'work', target: `../../../../..${escape}/app` }],
+        '/work/sub',
+      );
+      assert.equal(cwd, `${escape}/app/sub`);
+      assert.equal(await exists(escape), false, 'made on the host');
+    });
+
+    it('a link loop, or a link to a file: FAILED_PRECONDITION naming the working dir', async () => {
+      const cases: [string, LayerEntry[]][] = [
+        ['loop', [{ type: 'symlink', path: 'work', target: 'work' }]],
+        ['file', [{ type: 'symlink', path: 'work', target: '/etc/passwd' }]],
+      ];
+      for (const [name, entries] of cases) {
+        const image = await pushImage(registry, `hostile/workdir-${name}`, '1', {
+          layers: [base, await buildLayer(entries)],
+          config: { Cmd: ['sleep', '1000'], WorkingDir: '/work' },
+        });
+        await pull(daemon, image.reference);
+        const err = await rejectsWith(
+          create(daemon, pod, containerConfig(name, image.reference)),
+          status.FAILED_PRECONDITION,
+        );
+        assert.match(err.details, /working dir "\/work" \(the image's WorkingDir\)/, err.details);
+      }
+      // The config's working_dir through the same loop: the config's field is named.
+      const loop = `${registry.host}/hostile/workdir-loop:1`;
+      const err = await rejectsWith(
+        create(daemon, pod, containerConfig('cri-loop', loop, { working_dir: '/work/sub' })),
+        status.FAILED_PRECONDITION,
+      );
+      assert.match(err.details, /working dir "\/work\/sub" \(config\.working_dir\)/, err.details);
+      assert.deepEqual(await listContainers(daemon, pod), []);
+    });
+  });
+});
 
 describe('image files that are not regular files', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   let registry: TestRegistry;
