@@ -1,6 +1,6 @@
 import { rm } from 'node:fs/promises';
 import { PassThrough, Readable } from 'node:stream';
-import { BerthError } from '../errors.js';
+import { FailedPreconditionError } from '../errors.js';
 import { readVerified, type ContentStore } from '../imagestore/content.js';
 import { StoreFlush } from '../imagestore/durability.js';
 import type { LayerStore } from '../imagestore/layers.js';
@@ -11,7 +11,7 @@ import { MEDIA_TYPES, type Descriptor, type ImageIndex, type ImageManifest } fro
 import { selectPlatform } from '../registry/platform.js';
 import { TransferWatch } from '../registry/progress.js';
 import { formatReference, type ImageReference } from '../registry/reference.js';
-import { detectCompression, unpackLayer } from '../unpack/index.js';
+import { RefusedEntryError, detectCompression, unpackLayer } from '../unpack/index.js';
 import { SingleFlight } from './singleflight.js';
 import type { ImageConfig } from '../model/image.js';
 
@@ -25,7 +25,12 @@ export interface PulledImage {
   size: number;
 }
 
-export class ImageFormatError extends BerthError {
+/**
+ * The image itself is unusable: a manifest or config berth cannot read, layers that do not match
+ * the config, a layer entry berth refuses. FAILED_PRECONDITION: the request and the node are
+ * fine, and pulling again gets the same answer until the image is fixed.
+ */
+export class ImageFormatError extends FailedPreconditionError {
   override name = 'ImageFormatError';
 }
 
@@ -240,7 +245,14 @@ export class Puller {
   private async unpack(layer: ImageLayerRef, blob: Readable, tmp: string): Promise<void> {
     const { head, bytes } = await peek(blob, 8);
     const compression = detectCompression(layer.mediaType, head);
-    const result = await unpackLayer(bytes, compression, tmp, { logger: this.deps.logger });
+    const result = await unpackLayer(bytes, compression, tmp, { logger: this.deps.logger }).catch(
+      (err: unknown): never => {
+        if (err instanceof RefusedEntryError) {
+          throw new ImageFormatError(`layer ${layer.digest}: ${err.message}`, { cause: err });
+        }
+        throw err;
+      },
+    );
     if (result.diffId !== layer.diffId) {
       throw new ImageFormatError(
         `layer ${layer.digest} unpacks to ${result.diffId}, config says ${layer.diffId}`,

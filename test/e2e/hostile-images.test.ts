@@ -48,6 +48,11 @@ async function pull(daemon: TestDaemon, image: string): Promise<string> {
   return res.image_ref;
 }
 
+async function imageStatus(daemon: TestDaemon, image: string): Promise<unknown> {
+  const res = await daemon.cri.callImage<{ image: unknown }>('ImageStatus', { image: { image } });
+  return res.image;
+}
+
 function create(daemon: TestDaemon, pod: Pod, config: Record<string, unknown>): Promise<unknown> {
   return daemon.cri.call(
     'CreateContainer',
@@ -79,6 +84,86 @@ describe('hostile image content', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   after(async () => {
     await daemon?.destroy();
     await registry?.stop();
+  });
+
+  describe('layers berth refuses to unpack: FAILED_PRECONDITION naming the entry', () => {
+    const long = 'n'.repeat(300);
+    const cases: { what: string; entries: LayerEntry[]; entry: string }[] = [
+      {
+        what: 'a ".." path',
+        entries: [{ type: 'file', path: '../escape', content: 'x' }],
+        entry: '../escape',
+      },
+      {
+        what: 'a write through an absolute symlink',
+        entries: [
+          { type: 'symlink', path: 'out', target: '/etc' },
+          { type: 'file', path: 'out/evil', content: 'x' },
+        ],
+        entry: 'out/evil',
+      },
+      {
+        what: 'a write through a relative symlink that climbs out',
+        entries: [
+          { type: 'symlink', path: 'up', target: '../../../..' },
+          { type: 'file', path: 'up/evil', content: 'x' },
+        ],
+        entry: 'up/evil',
+      },
+      {
+        what: 'a hard link to outside the layer',
+        entries: [{ type: 'hardlink', path: 'passwd', target: '../../../../etc/passwd' }],
+        entry: 'passwd',
+      },
+      {
+        what: 'a hard link to a file the layer does not have',
+        entries: [{ type: 'hardlink', path: 'shadow', target: 'etc/shadow' }],
+        entry: 'shadow',
+      },
+      {
+        what: 'the whiteout ".wh..."',
+        entries: [
+          { type: 'dir', path: 'dir' },
+          { type: 'whiteout', path: 'dir/..' },
+        ],
+        entry: 'dir/.wh...',
+      },
+      {
+        what: 'the whiteout ".wh." of nothing',
+        entries: [
+          { type: 'dir', path: 'dir' },
+          { type: 'file', path: 'dir/.wh.', content: '' },
+        ],
+        entry: 'dir/.wh.',
+      },
+      {
+        what: 'an over-long whiteout name',
+        entries: [
+          { type: 'dir', path: 'dir' },
+          { type: 'whiteout', path: `dir/${long}` },
+        ],
+        entry: `dir/.wh.${long}`,
+      },
+      {
+        what: 'an over-long file name',
+        entries: [{ type: 'file', path: long, content: 'x' }],
+        entry: long,
+      },
+    ];
+
+    for (const [i, c] of cases.entries()) {
+      it(c.what, async () => {
+        const layer = await buildLayer(c.entries);
+        const image = await pushImage(registry, `hostile/layer-${i}`, '1', { layers: [base, layer] });
+        const err = await rejectsWith(pull(daemon, image.reference), status.FAILED_PRECONDITION);
+        assert.ok(err.details.includes(layer.digest), `details do not name the layer: ${err.details}`);
+        assert.ok(
+          err.details.includes(JSON.stringify(c.entry)),
+          `details do not name ${JSON.stringify(c.entry)}: ${err.details}`,
+        );
+        assert.equal(await imageStatus(daemon, image.reference), null, 'the refused image is stored');
+      });
+    }
   });
 
   describe('a WorkingDir through symlinks: resolved inside the rootfs, as runc will see it', () => {
