@@ -1,6 +1,5 @@
 import { rm } from 'node:fs/promises';
 import { PassThrough, Readable } from 'node:stream';
-import { FailedPreconditionError } from '../errors.js';
 import { readVerified, type ContentStore } from '../imagestore/content.js';
 import { StoreFlush } from '../imagestore/durability.js';
 import type { LayerStore } from '../imagestore/layers.js';
@@ -12,6 +11,8 @@ import { selectPlatform } from '../registry/platform.js';
 import { TransferWatch } from '../registry/progress.js';
 import { formatReference, type ImageReference } from '../registry/reference.js';
 import { RefusedEntryError, detectCompression, unpackLayer } from '../unpack/index.js';
+import { checkConfigSize, checkImageConfig } from './config.js';
+import { ImageFormatError } from './errors.js';
 import { SingleFlight } from './singleflight.js';
 import type { ImageConfig } from '../model/image.js';
 
@@ -23,15 +24,6 @@ export interface PulledImage {
   config: ImageConfig;
   layers: ImageLayerRef[];
   size: number;
-}
-
-/**
- * The image itself is unusable: a manifest or config berth cannot read, layers that do not match
- * the config, a layer entry berth refuses. FAILED_PRECONDITION: the request and the node are
- * fine, and pulling again gets the same answer until the image is fixed.
- */
-export class ImageFormatError extends FailedPreconditionError {
-  override name = 'ImageFormatError';
 }
 
 export interface PullerDeps {
@@ -114,11 +106,7 @@ export class Puller {
     // Everything else comes from the endpoint that answered, so a mirror serves a whole image.
     const via = top.endpoint;
     const configBytes = await this.fetchConfig(ref, manifest.config, via, keep, watch, auth, signal);
-    const config = parseJson<ImageConfig>(configBytes, 'image config');
-    // The store reads the config back as an object; anything else would make the image unreadable.
-    if (typeof config !== 'object' || config === null || Array.isArray(config)) {
-      throw new ImageFormatError('image config is not a JSON object');
-    }
+    const config = checkImageConfig(parseJson<unknown>(configBytes, 'image config'), manifest.config.digest);
     const diffIds = config.rootfs?.diff_ids ?? [];
     if (diffIds.length !== manifest.layers.length) {
       throw new ImageFormatError(
@@ -160,6 +148,7 @@ export class Puller {
     signal?: AbortSignal,
   ): Promise<Buffer> {
     const { registry, content } = this.deps;
+    checkConfigSize(desc);
     if (await content.has(desc.digest)) return content.readBuffer(desc.digest);
     const blob = await registry.fetchBlob(ref, desc, auth, {
       preferEndpoint: via,

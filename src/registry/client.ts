@@ -19,6 +19,7 @@ import {
   type ResolvedCredentials,
 } from './auth.js';
 import {
+  ManifestTooLargeError,
   RegistryAuthError,
   RegistryError,
   RegistryNotFoundError,
@@ -181,7 +182,12 @@ export class RegistryClient {
         return this.notFound(endpoint, 'manifest', what);
       }
       if (res.status !== 200) return this.unexpected(endpoint, res, what);
-      const bytes = await readBody(res, MAX_MANIFEST_BYTES, `manifest ${what}`);
+      const bytes = await readBody(
+        res,
+        MAX_MANIFEST_BYTES,
+        `manifest ${what}`,
+        (message, url) => new ManifestTooLargeError(message, url),
+      );
       const algorithm = expectedDigest?.split(':')[0] ?? 'sha256';
       const digest = `${algorithm}:${createHash(algorithm).update(bytes).digest('hex')}`;
       if (expectedDigest !== null && digest !== expectedDigest) {

@@ -10,8 +10,11 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
+import type { ImageRuntimeConfig } from '../../src/model/image.js';
+import { MEDIA_TYPES } from '../../src/registry/manifest.js';
 import { TestDaemon } from '../harness/daemon.js';
 import { exists } from '../harness/files.js';
 import { rejectsWith } from '../harness/grpc.js';
@@ -31,6 +34,7 @@ import {
   stopAndRemovePod,
   type Pod,
 } from '../harness/pods.js';
+import { startRegistryProxy } from '../harness/registry-proxy.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
 import { registrySkip as skip } from '../harness/skip.js';
 
@@ -164,6 +168,74 @@ describe('hostile image content', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
         assert.equal(await imageStatus(daemon, image.reference), null, 'the refused image is stored');
       });
     }
+  });
+
+  describe('image configs beyond any real image', () => {
+    it('a config blob over 4 MiB is refused at pull, naming the blob; nothing of it is stored', async () => {
+      // 5 MiB of Env: a config kubelet could not even be shown in one verbose ImageStatus.
+      const Env = Array.from({ length: 50_000 }, (_, i) => `E${i}=${'x'.repeat(96)}`);
+      const image = await pushImage(registry, 'hostile/big-config', '1', {
+        layers: [base],
+        config: { Cmd: ['sleep', '1000'], Env },
+      });
+      assert.ok(image.config.length > 4 * MiB);
+      const err = await rejectsWith(pull(daemon, image.reference), status.FAILED_PRECONDITION);
+      assert.ok(err.details.includes(image.configDigest), `details do not name the config: ${err.details}`);
+      assert.equal(await imageStatus(daemon, image.reference), null);
+      const blob = join(daemon.rootDir, 'blobs', 'sha256', image.configDigest.slice('sha256:'.length));
+      assert.equal(await exists(blob), false, 'the config blob is stored');
+    });
+
+    it('a manifest over 4 MiB is refused at pull, naming it', async () => {
+      const huge = Buffer.from(
+        JSON.stringify({
+          schemaVersion: 2,
+          mediaType: MEDIA_TYPES.ociManifest,
+          config: {
+            mediaType: MEDIA_TYPES.ociConfig,
+            digest: `sha256:${'0'.repeat(64)}`,
+            size: 2,
+          },
+          layers: [],
+          annotations: { padding: 'x'.repeat(5 * MiB) },
+        }),
+      );
+      // docker-registry refuses to store such a manifest: the proxy serves it instead.
+      const proxy = await startRegistryProxy(registry.url, {
+        serve: {
+          pathContaining: '/manifests/huge',
+          body: huge,
+          contentType: MEDIA_TYPES.ociManifest,
+        },
+      });
+      try {
+        const err = await rejectsWith(
+          pull(daemon, `${proxy.host}/hostile/manifest:huge`),
+          status.FAILED_PRECONDITION,
+        );
+        assert.match(err.details, /manifest \S*hostile\/manifest:huge is \d+ bytes, more than the 4194304/);
+      } finally {
+        await proxy.stop();
+      }
+    });
+
+    it('config fields of the wrong type are refused at pull, naming the field', async () => {
+      const cases: [string, Record<string, unknown>, string][] = [
+        ['env-string', { Env: 'PATH=/bin' }, 'config.Env is not a list of strings'],
+        ['cmd-numbers', { Cmd: [1, 2] }, 'config.Cmd is not a list of strings'],
+        ['user-object', { User: { name: 'root' } }, 'config.User is not a string'],
+        ['workdir-number', { WorkingDir: 7 }, 'config.WorkingDir is not a string'],
+      ];
+      for (const [name, fields, problem] of cases) {
+        const image = await pushImage(registry, `hostile/config-${name}`, '1', {
+          layers: [base],
+          config: fields as Partial<ImageRuntimeConfig>,
+        });
+        const err = await rejectsWith(pull(daemon, image.reference), status.FAILED_PRECONDITION);
+        assert.ok(err.details.includes(`image config ${image.configDigest}: ${problem}`), err.details);
+        assert.equal(await imageStatus(daemon, image.reference), null);
+      }
+    });
   });
 
   describe('a WorkingDir through symlinks: resolved inside the rootfs, as runc will see it', () => {
