@@ -12,6 +12,7 @@ import type { Sandbox } from '../model/sandbox.js';
 import { allCapabilities, effectiveCapabilities } from '../oci/capabilities.js';
 import { buildContainerSpec, processCwd } from '../oci/container.js';
 import { deviceFromPath, hostDevices } from '../oci/devices.js';
+import { checkImageEnv } from '../oci/environment.js';
 import { resolveMounts } from '../oci/mounts.js';
 import { clampOomScoreAdj } from '../oci/oom.js';
 import { defaultSeccompProfile, loadSeccompProfile } from '../oci/seccomp.js';
@@ -46,6 +47,7 @@ export interface PreparedSpec {
 
 export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
   const { sandbox } = input;
+  checkImageEnv(input.image.config.Env, input.image.name);
   const spec = {
     ...input.spec,
     resources: await supportedResources(input.spec.resources, 'config.linux.resources'),

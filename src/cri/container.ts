@@ -11,14 +11,13 @@ import type {
   SecurityProfile,
 } from '../model/container.js';
 import type { KeyValue } from '../oci/container.js';
+import { MAX_ENV_BYTES, MAX_ENV_ENTRIES } from '../oci/environment.js';
 import type { MountPropagation } from '../oci/mounts.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
 import type { UnaryHandlers } from './handler.js';
 import { jsonInfo, type Received, type Sent } from './messages.js';
 import { toWireStats } from './stats.js';
 import {
-  MAX_ENV_BYTES,
-  MAX_ENV_ENTRIES,
   boundedMap,
   int64Id,
   namespaceMode,

@@ -236,6 +236,32 @@ describe('hostile image content', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
         assert.equal(await imageStatus(daemon, image.reference), null);
       }
     });
+    it("an image Env beyond 16,384 entries or 1 MiB: CreateContainer refuses it naming the image's Env", async () => {
+      const many = await pushImage(registry, 'hostile/many-env', '1', {
+        layers: [base],
+        config: {
+          Cmd: ['sleep', '1000'],
+          Env: Array.from({ length: 20_000 }, (_, i) => `E${i}=1`),
+        },
+      });
+      const large = await pushImage(registry, 'hostile/large-env', '1', {
+        layers: [base],
+        config: {
+          Cmd: ['sleep', '1000'],
+          Env: ['A', 'B'].map((k) => `${k}=${'y'.repeat(600 * 1024)}`),
+        },
+      });
+      for (const image of [many, large]) {
+        await pull(daemon, image.reference);
+        const err = await rejectsWith(
+          create(daemon, pod, containerConfig('env', image.reference)),
+          status.FAILED_PRECONDITION,
+        );
+        assert.match(err.details, /Env/, err.details);
+        assert.ok(err.details.includes(image.reference), `details do not name the image: ${err.details}`);
+      }
+      assert.deepEqual(await listContainers(daemon, pod), []);
+    });
   });
 
   describe('a WorkingDir through symlinks: resolved inside the rootfs, as runc will see it', () => {
