@@ -9,13 +9,16 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import type { ImageRuntimeConfig } from '../../src/model/image.js';
+import { killQuietly, processesMentioning } from '../../src/process/index.js';
 import { MEDIA_TYPES } from '../../src/registry/manifest.js';
-import { TestDaemon } from '../harness/daemon.js';
+import { removeCgroupTree } from '../harness/cgroups.js';
+import { KUBELET_POD_LINUX, TestDaemon } from '../harness/daemon.js';
 import { exists } from '../harness/files.js';
 import { rejectsWith } from '../harness/grpc.js';
 import {
@@ -36,6 +39,7 @@ import {
 } from '../harness/pods.js';
 import { startRegistryProxy } from '../harness/registry-proxy.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
+import { writeRuncWrapper } from '../harness/runtime-wrapper.js';
 import { registrySkip as skip } from '../harness/skip.js';
 
 const SUITE_TIMEOUT_MS = 600_000;
@@ -70,6 +74,17 @@ async function listContainers(daemon: TestDaemon, pod: Pod): Promise<{ id: strin
     filter: { pod_sandbox_id: pod.id },
   });
   return res.containers;
+}
+
+/** The cgroups below `parent` in every hierarchy (v1 has one per controller): what a pod's containers left. */
+async function cgroupsBelow(parent: string): Promise<string[]> {
+  const found: string[] = [];
+  for (const hierarchy of await readdir('/sys/fs/cgroup')) {
+    const dir = join('/sys/fs/cgroup', hierarchy, parent);
+    const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+    for (const e of entries) if (e.isDirectory()) found.push(join(hierarchy, parent, e.name));
+  }
+  return found;
 }
 
 describe('hostile image content', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
@@ -414,3 +429,79 @@ describe('image files that are not regular files', { skip, timeout: SUITE_TIMEOU
     assert.deepEqual(exit, { code: 0, signal: null });
   });
 });
+
+describe('a create whose runtime never answers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  const tag = randomBytes(4).toString('hex');
+  /** The pods' cgroup parent: whatever the test's containers leave in cgroups shows up below it. */
+  const parent = `berth-test-stall-${tag}`;
+  let dir = '';
+  let registry: TestRegistry;
+  let daemon: TestDaemon;
+  let image: PushedImage;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'berth-stall-'));
+    registry = await startRegistry();
+    image = await pushImage(registry, 'hostile/stall', '1', {
+      layers: [await busyboxLayer()],
+      config: { Cmd: ['sleep', '1000'] },
+    });
+    const config = join(dir, 'berth.toml');
+    await writeFile(config, '[runtime]\ntimeout = "10s"\n');
+    const runtime = await stallingRuntime(dir);
+    daemon = await TestDaemon.create({
+      cni: 'bridge',
+      extraArgs: ['--config', config, '--runtime', runtime],
+    });
+    await pull(daemon, image.reference);
+  });
+
+  after(async () => {
+    await daemon?.destroy();
+    // The hook the wrapper added outlives the runc that ran it.
+    for (const pid of await processesMentioning(dir)) killQuietly(pid);
+    await removeCgroupTree(parent);
+    await registry?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('fails in time, leaving no cgroup, process, runc container or record; the pod then goes', async () => {
+    const pod = await runPod(
+      daemon.cri,
+      daemon.pod('stall', {
+        linux: { ...KUBELET_POD_LINUX, cgroup_parent: `/${parent}` },
+      }),
+    );
+    const err = await rejectsWith(
+      create(daemon, pod, containerConfig('stall', image.reference)),
+      status.DEADLINE_EXCEEDED,
+    );
+    const id = /[0-9a-f]{64}/.exec(err.details)?.[0];
+    assert.ok(id, `no container id in ${err.details}`);
+    assert.deepEqual(await cgroupsBelow(parent), [], 'cgroups left behind');
+    assert.deepEqual(await processesMentioning(id), [], 'processes of the container left behind');
+    assert.deepEqual(await daemon.runcContainers(), []);
+    assert.deepEqual(await listContainers(daemon, pod), []);
+    await stopAndRemovePod(daemon.cri, pod.id);
+  });
+});
+
+/**
+ * runc, except that every container's config gets a createRuntime hook that never returns: `runc
+ * create` has made the container's cgroups and its init waits in them, but no state is written
+ * yet, as when runc is stuck on a huge config. The hook is this script again, with "hang".
+ */
+function stallingRuntime(dir: string): Promise<string> {
+  const path = join(dir, 'runc');
+  const hook = JSON.stringify({
+    createRuntime: [{ path, args: [path, 'hang'] }],
+  }).replaceAll('/', '\\/');
+  return writeRuncWrapper(path, [
+    'if [ "$1" = hang ]; then while :; do sleep 1; done; fi',
+    'prev=',
+    'for arg in "$@"; do',
+    `  if [ "$prev" = --bundle ]; then sed -i 's/^{/{"hooks":${hook},/' "$arg/config.json"; fi`,
+    '  prev=$arg',
+    'done',
+  ]);
+}
