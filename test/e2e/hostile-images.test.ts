@@ -487,9 +487,10 @@ describe('a create whose runtime never answers', { skip, timeout: SUITE_TIMEOUT_
 });
 
 /**
- * runc, except that every container's config gets a createRuntime hook that never returns: `runc
- * create` has made the container's cgroups and its init waits in them, but no state is written
- * yet, as when runc is stuck on a huge config. The hook is this script again, with "hang".
+ * runc, except that every container's config gets a createRuntime hook that does not return for
+ * 5 minutes, far past berthd's deadline: `runc create` has made the container's cgroups and its
+ * init waits in them, but no state is written yet, as when runc is stuck on a huge config. The
+ * hook is this script again, with "hang"; the suite kills it when done, else it ends by itself.
  */
 function stallingRuntime(dir: string): Promise<string> {
   const path = join(dir, 'runc');
@@ -497,7 +498,7 @@ function stallingRuntime(dir: string): Promise<string> {
     createRuntime: [{ path, args: [path, 'hang'] }],
   }).replaceAll('/', '\\/');
   return writeRuncWrapper(path, [
-    'if [ "$1" = hang ]; then while :; do sleep 1; done; fi',
+    'if [ "$1" = hang ]; then i=0; while [ $i -lt 300 ]; do sleep 1; i=$((i + 1)); done; exit 0; fi',
     'prev=',
     'for arg in "$@"; do',
     `  if [ "$prev" = --bundle ]; then sed -i 's/^{/{"hooks":${hook},/' "$arg/config.json"; fi`,
