@@ -6,12 +6,12 @@ import type { LayerStore } from '../imagestore/layers.js';
 import type { ImageLayerRef } from '../imagestore/types.js';
 import type { Logger } from '../log.js';
 import type { RegistryClient, RegistryCredentials } from '../registry/client.js';
-import { MEDIA_TYPES, type Descriptor, type ImageIndex, type ImageManifest } from '../registry/manifest.js';
+import { MEDIA_TYPES, type Descriptor, type ImageIndex } from '../registry/manifest.js';
 import { selectPlatform } from '../registry/platform.js';
 import { TransferWatch } from '../registry/progress.js';
 import { formatReference, type ImageReference } from '../registry/reference.js';
 import { RefusedEntryError, detectCompression, unpackLayer } from '../unpack/index.js';
-import { checkConfigSize, checkImageConfig } from './config.js';
+import { checkConfigSize, checkImageConfig, checkManifest } from './validate.js';
 import { ImageFormatError } from './errors.js';
 import { SingleFlight } from './singleflight.js';
 import type { ImageConfig } from '../model/image.js';
@@ -98,10 +98,7 @@ export class Puller {
     if (!MANIFEST_TYPES.has(manifestMediaType)) {
       throw new ImageFormatError(`unsupported manifest media type "${manifestMediaType}"`);
     }
-    const manifest = parseJson<ImageManifest>(manifestBytes, 'image manifest');
-    if (!manifest.config?.digest || !Array.isArray(manifest.layers)) {
-      throw new ImageFormatError('image manifest lacks a config or layers');
-    }
+    const manifest = checkManifest(parseJson<unknown>(manifestBytes, 'image manifest'));
 
     // Everything else comes from the endpoint that answered, so a mirror serves a whole image.
     const via = top.endpoint;

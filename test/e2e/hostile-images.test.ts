@@ -185,7 +185,7 @@ describe('hostile image content', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     }
   });
 
-  describe('image configs beyond any real image', () => {
+  describe('manifests and configs berth will not take', () => {
     it('a config blob over 4 MiB is refused at pull, naming the blob; nothing of it is stored', async () => {
       // 5 MiB of Env: a config kubelet could not even be shown in one verbose ImageStatus.
       const Env = Array.from({ length: 50_000 }, (_, i) => `E${i}=${'x'.repeat(96)}`);
@@ -231,6 +231,33 @@ describe('hostile image content', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
         assert.match(err.details, /manifest \S*hostile\/manifest:huge is \d+ bytes, more than the 4194304/);
       } finally {
         await proxy.stop();
+      }
+    });
+
+    it('malformed descriptors in a manifest are refused at pull, naming the field', async () => {
+      const image = await pushImage(registry, 'hostile/descriptors', '1', { layers: [base] });
+      const manifest = JSON.parse(image.manifest.toString()) as { layers: Record<string, unknown>[] };
+      const [layer] = manifest.layers;
+      const cases: [string, Record<string, unknown>, string][] = [
+        ['no-media-type', { ...layer, mediaType: undefined }, 'layers[0] has no media type'],
+        ['bad-digest', { ...layer, digest: 'sha256:../../../etc/passwd' }, 'layers[0] has no sha256 digest'],
+        ['negative-size', { ...layer, size: -1 }, 'layers[0] has no size in bytes'],
+      ];
+      for (const [name, bad, problem] of cases) {
+        const body = Buffer.from(JSON.stringify({ ...manifest, layers: [bad] }));
+        // docker-registry checks what it stores: the proxy serves these instead.
+        const proxy = await startRegistryProxy(registry.url, {
+          serve: { pathContaining: `/manifests/${name}`, body, contentType: MEDIA_TYPES.ociManifest },
+        });
+        try {
+          const err = await rejectsWith(
+            pull(daemon, `${proxy.host}/hostile/descriptors:${name}`),
+            status.FAILED_PRECONDITION,
+          );
+          assert.ok(err.details.includes(`image manifest: ${problem}`), err.details);
+        } finally {
+          await proxy.stop();
+        }
       }
     });
 

@@ -1,10 +1,11 @@
 /**
- * An image config as berth takes it from a registry: bounded in size before it is downloaded, and
- * every field berth reads later checked for its shape, so that a hostile config is refused at
- * pull, naming the field, instead of failing (or throwing a TypeError in) each CreateContainer.
+ * An image's manifest and config as berth takes them from a registry: the config bounded in size
+ * before it is downloaded, and every field berth reads later checked for its shape, so that a
+ * hostile image is refused at pull, naming the field, instead of failing (or throwing a TypeError
+ * in) the pull's later steps or each CreateContainer.
  */
 import type { ImageConfig } from '../model/image.js';
-import type { Descriptor } from '../registry/manifest.js';
+import type { Descriptor, ImageManifest } from '../registry/manifest.js';
 import { ImageFormatError } from './errors.js';
 
 /**
@@ -22,6 +23,29 @@ export function checkConfigSize(desc: Descriptor): void {
       `image config ${desc.digest} is ${desc.size} bytes, more than the ${MAX_CONFIG_BYTES} berth reads`,
     );
   }
+}
+
+/** `parsed` (the manifest's JSON) as an ImageManifest, or an ImageFormatError naming the bad field. */
+export function checkManifest(parsed: unknown): ImageManifest {
+  if (!isObject(parsed)) throw new ImageFormatError('image manifest is not a JSON object');
+  if (!isObject(parsed.config) || !Array.isArray(parsed.layers)) {
+    throw new ImageFormatError('image manifest lacks a config or layers');
+  }
+  checkDescriptor(parsed.config, 'config');
+  parsed.layers.forEach((layer, i) => checkDescriptor(layer, `layers[${i}]`));
+  return parsed as unknown as ImageManifest;
+}
+
+/** What berth reads of a descriptor: the blob's digest (a file name in the store), size and type. */
+function checkDescriptor(value: unknown, field: string): void {
+  const bad = (problem: string): ImageFormatError =>
+    new ImageFormatError(`image manifest: ${field} ${problem}`);
+  if (!isObject(value)) throw bad('is not a descriptor');
+  if (typeof value.digest !== 'string' || !DIGEST.test(value.digest)) {
+    throw bad('has no sha256 digest');
+  }
+  if (!Number.isSafeInteger(value.size) || (value.size as number) < 0) throw bad('has no size in bytes');
+  if (typeof value.mediaType !== 'string') throw bad('has no media type');
 }
 
 /** `parsed` (the config's JSON) as an ImageConfig, or an ImageFormatError naming the bad field. */
