@@ -6,12 +6,12 @@ import type { LayerStore } from '../imagestore/layers.js';
 import type { ImageLayerRef } from '../imagestore/types.js';
 import type { Logger } from '../log.js';
 import type { RegistryClient, RegistryCredentials } from '../registry/client.js';
-import { MEDIA_TYPES, type Descriptor, type ImageIndex } from '../registry/manifest.js';
+import { MEDIA_TYPES, type Descriptor } from '../registry/manifest.js';
 import { selectPlatform } from '../registry/platform.js';
 import { TransferWatch } from '../registry/progress.js';
 import { formatReference, type ImageReference } from '../registry/reference.js';
 import { RefusedEntryError, detectCompression, unpackLayer } from '../unpack/index.js';
-import { checkConfigSize, checkImageConfig, checkManifest } from './validate.js';
+import { checkConfigSize, checkImageConfig, checkIndex, checkManifest } from './validate.js';
 import { ImageFormatError } from './errors.js';
 import { SingleFlight } from './singleflight.js';
 import type { ImageConfig } from '../model/image.js';
@@ -85,7 +85,7 @@ export class Puller {
     let manifestBytes = top.bytes;
     let manifestMediaType = mediaTypeOf(top.bytes, top.mediaType);
     if (INDEX_TYPES.has(manifestMediaType)) {
-      const chosen = selectPlatform(parseJson<ImageIndex>(top.bytes, 'image index'));
+      const chosen = selectPlatform(checkIndex(parseJson<unknown>(top.bytes, 'image index')));
       const child = await registry.fetchManifestByDigest(ref, chosen.digest, auth, {
         preferEndpoint: top.endpoint,
         ...(signal ? { signal } : {}),

@@ -1,11 +1,11 @@
 /**
- * An image's manifest and config as berth takes them from a registry: the config bounded in size
+ * An image's index, manifest and config as berth takes them from a registry: the config bounded in size
  * before it is downloaded, and every field berth reads later checked for its shape, so that a
  * hostile image is refused at pull, naming the field, instead of failing (or throwing a TypeError
  * in) the pull's later steps or each CreateContainer.
  */
 import type { ImageConfig } from '../model/image.js';
-import type { Descriptor, ImageManifest } from '../registry/manifest.js';
+import type { Descriptor, ImageIndex, ImageManifest } from '../registry/manifest.js';
 import { ImageFormatError } from './errors.js';
 
 /**
@@ -36,10 +36,28 @@ export function checkManifest(parsed: unknown): ImageManifest {
   return parsed as unknown as ImageManifest;
 }
 
+/** `parsed` (an index's JSON) as an ImageIndex, or an ImageFormatError naming the bad field. */
+export function checkIndex(parsed: unknown): ImageIndex {
+  if (!isObject(parsed) || !Array.isArray(parsed.manifests)) {
+    throw new ImageFormatError('image index has no list of manifests');
+  }
+  parsed.manifests.forEach((entry, i) => {
+    checkDescriptor(entry, `manifests[${i}]`, 'image index');
+    const platform = (entry as Record<string, unknown>).platform;
+    if (platform === undefined) return;
+    const ok =
+      isObject(platform) &&
+      typeof platform.os === 'string' &&
+      typeof platform.architecture === 'string' &&
+      (platform.variant === undefined || typeof platform.variant === 'string');
+    if (!ok) throw new ImageFormatError(`image index: manifests[${i}] has a malformed platform`);
+  });
+  return parsed as unknown as ImageIndex;
+}
+
 /** What berth reads of a descriptor: the blob's digest (a file name in the store), size and type. */
-function checkDescriptor(value: unknown, field: string): void {
-  const bad = (problem: string): ImageFormatError =>
-    new ImageFormatError(`image manifest: ${field} ${problem}`);
+function checkDescriptor(value: unknown, field: string, document = 'image manifest'): void {
+  const bad = (problem: string): ImageFormatError => new ImageFormatError(`${document}: ${field} ${problem}`);
   if (!isObject(value)) throw bad('is not a descriptor');
   if (typeof value.digest !== 'string' || !DIGEST.test(value.digest)) {
     throw bad('has no sha256 digest');

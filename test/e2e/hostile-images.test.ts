@@ -234,27 +234,59 @@ describe('hostile image content', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
       }
     });
 
-    it('malformed descriptors in a manifest are refused at pull, naming the field', async () => {
+    it('malformed indexes and manifests are refused at pull, naming the field', async () => {
       const image = await pushImage(registry, 'hostile/descriptors', '1', { layers: [base] });
       const manifest = JSON.parse(image.manifest.toString()) as { layers: Record<string, unknown>[] };
       const [layer] = manifest.layers;
-      const cases: [string, Record<string, unknown>, string][] = [
-        ['no-media-type', { ...layer, mediaType: undefined }, 'layers[0] has no media type'],
-        ['bad-digest', { ...layer, digest: 'sha256:../../../etc/passwd' }, 'layers[0] has no sha256 digest'],
-        ['negative-size', { ...layer, size: -1 }, 'layers[0] has no size in bytes'],
+      const withLayer = (changed: Record<string, unknown>): object => ({ ...manifest, layers: [changed] });
+      const index = (manifests: unknown): object => ({
+        schemaVersion: 2,
+        mediaType: MEDIA_TYPES.ociIndex,
+        manifests,
+      });
+      const cases: [string, object, string][] = [
+        [
+          'no-media-type',
+          withLayer({ ...layer, mediaType: undefined }),
+          'image manifest: layers[0] has no media type',
+        ],
+        [
+          'bad-digest',
+          withLayer({ ...layer, digest: 'sha256:../../../etc/passwd' }),
+          'image manifest: layers[0] has no sha256 digest',
+        ],
+        [
+          'negative-size',
+          withLayer({ ...layer, size: -1 }),
+          'image manifest: layers[0] has no size in bytes',
+        ],
+        ['index-no-list', index('all of them'), 'image index has no list of manifests'],
+        [
+          'index-platform',
+          index([
+            {
+              mediaType: image.manifestMediaType,
+              digest: image.manifestDigest,
+              size: image.manifestSize,
+              platform: { os: 7, architecture: 'amd64' },
+            },
+          ]),
+          'image index: manifests[0] has a malformed platform',
+        ],
       ];
-      for (const [name, bad, problem] of cases) {
-        const body = Buffer.from(JSON.stringify({ ...manifest, layers: [bad] }));
+      for (const [name, document, problem] of cases) {
+        const body = Buffer.from(JSON.stringify(document));
+        const { mediaType } = document as { mediaType: string };
         // docker-registry checks what it stores: the proxy serves these instead.
         const proxy = await startRegistryProxy(registry.url, {
-          serve: { pathContaining: `/manifests/${name}`, body, contentType: MEDIA_TYPES.ociManifest },
+          serve: { pathContaining: `/manifests/${name}`, body, contentType: mediaType },
         });
         try {
           const err = await rejectsWith(
             pull(daemon, `${proxy.host}/hostile/descriptors:${name}`),
             status.FAILED_PRECONDITION,
           );
-          assert.ok(err.details.includes(`image manifest: ${problem}`), err.details);
+          assert.ok(err.details.includes(problem), err.details);
         } finally {
           await proxy.stop();
         }
