@@ -506,7 +506,7 @@ describe('a create whose runtime never answers', { skip, timeout: SUITE_TIMEOUT_
       config: { Cmd: ['sleep', '1000'] },
     });
     const config = join(dir, 'berth.toml');
-    await writeFile(config, '[runtime]\ntimeout = "10s"\n');
+    await writeFile(config, '[runtime]\ntimeout = "20s"\n');
     const runtime = await stallingRuntime(dir);
     daemon = await TestDaemon.create({
       cni: 'bridge',
