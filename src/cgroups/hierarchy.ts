@@ -3,9 +3,10 @@
  * Works on cgroup v1 (one hierarchy per controller set, plus named ones such as name=systemd), on
  * v2, and on hybrid hosts that mount both; it writes cgroupfs directly, with no systemd involved.
  */
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { readMountInfo, type MountInfoEntry } from '../mounts/mountinfo.js';
+import { killQuietly } from '../process/index.js';
 
 export interface CgroupMembership {
   /** Where the hierarchy is mounted, e.g. /sys/fs/cgroup/memory or /sys/fs/cgroup/unified. */
@@ -93,4 +94,46 @@ export async function processesIn(dir: string): Promise<number[]> {
     .split('\n')
     .filter((line) => line.trim() !== '')
     .map(Number);
+}
+
+/**
+ * Removes the cgroup `rel` (a path below each hierarchy's root) from every mounted hierarchy,
+ * children first, killing whatever still runs in it. For a container's own cgroup only: what a
+ * runc killed before it recorded its container leaves behind (its init, waiting in the cgroup),
+ * which `runc delete` cannot find. A cgroup already gone is fine; one whose processes have not
+ * gone by `timeoutMs` (stuck in the kernel) rejects, so that the caller keeps a record to retry.
+ */
+export async function removeCgroupEverywhere(rel: string, timeoutMs: number): Promise<void> {
+  const parts = rel.split('/').filter((p) => p !== '');
+  if (parts.length === 0 || parts.includes('..')) {
+    throw new Error(`refusing to remove cgroup "${rel}": not a cgroup below the root`);
+  }
+  const mounts = (await readMountInfo()).filter((m) => m.fsType === 'cgroup' || m.fsType === 'cgroup2');
+  const deadline = Date.now() + timeoutMs;
+  const dirs = [...new Set(mounts.map((m) => join(m.mountPoint, ...parts)))];
+  await Promise.all(dirs.map((dir) => removeCgroupDir(dir, deadline)));
+}
+
+async function removeCgroupDir(dir: string, deadline: number): Promise<void> {
+  const entries = await readdir(dir, { withFileTypes: true }).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return null;
+    throw err;
+  });
+  if (entries === null) return;
+  for (const entry of entries) {
+    if (entry.isDirectory()) await removeCgroupDir(join(dir, entry.name), deadline);
+  }
+  for (;;) {
+    try {
+      await rmdir(dir);
+      return;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return;
+      if (code !== 'EBUSY' || Date.now() > deadline) throw err;
+    }
+    for (const pid of await processesIn(dir).catch(() => [] as number[])) killQuietly(pid);
+    // A killed process leaves its cgroups as it exits, a moment after the signal.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }

@@ -10,12 +10,14 @@ import type { ImageRuntimeConfig } from '../model/image.js';
 import type { ContainerResources, ContainerSpec, SecurityProfile } from '../model/container.js';
 import type { Sandbox } from '../model/sandbox.js';
 import { allCapabilities, effectiveCapabilities } from '../oci/capabilities.js';
-import { buildContainerSpec } from '../oci/container.js';
+import { buildContainerSpec, processCwd } from '../oci/container.js';
 import { deviceFromPath, hostDevices } from '../oci/devices.js';
+import { checkImageEnv } from '../oci/environment.js';
 import { resolveMounts } from '../oci/mounts.js';
 import { clampOomScoreAdj } from '../oci/oom.js';
 import { defaultSeccompProfile, loadSeccompProfile } from '../oci/seccomp.js';
 import type { LinuxDevice, LinuxDeviceCgroup, Seccomp, Spec } from '../oci/spec.js';
+import { makeDirInRoot } from '../oci/rootfs-files.js';
 import { resolveUser, type ResolvedUser } from '../oci/user.js';
 import { isRunning } from '../process/index.js';
 import { HOSTNAME_FILE, RESOLV_CONF, SHM_DIR } from '../sandbox/files.js';
@@ -45,6 +47,7 @@ export interface PreparedSpec {
 
 export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
   const { sandbox } = input;
+  checkImageEnv(input.image.config.Env, input.image.name);
   const spec = {
     ...input.spec,
     resources: await supportedResources(input.spec.resources, 'config.linux.resources'),
@@ -53,8 +56,9 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
   if (sandbox.infra && !(await isRunning(sandbox.pid))) {
     throw new FailedPreconditionError(`pod sandbox ${sandbox.id}: its infra process is not running`);
   }
-  const [user, mounts, devices, hosts, shm] = await Promise.all([
+  const [user, , mounts, devices, hosts, shm] = await Promise.all([
     resolveUser(input.rootfsPath, spec.security, input.image.config.User),
+    makeWorkingDir(input.rootfsPath, spec, input.image.config),
     resolveMounts(spec.mounts, input.guard),
     resolveDevices(spec),
     ensureHostsFile(sandbox),
@@ -88,6 +92,18 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     mounts: mounts.mounts,
   });
   return { spec: built, user, notes: mounts.notes };
+}
+
+/**
+ * runc makes a missing cwd itself, but inside the container, where a symlink in the image that
+ * leads to a directory not there yet makes it fail ("mkdir /work: file exists"). As CRI-O does,
+ * the cwd is made here, resolved inside the rootfs: what runc then finds is a directory. A link
+ * loop or a file in the way is the image's (or the config's) fault, and said so.
+ */
+async function makeWorkingDir(rootfs: string, spec: ContainerSpec, image: ImageRuntimeConfig): Promise<void> {
+  const cwd = processCwd(spec, image);
+  const from = spec.workingDir ? 'config.working_dir' : "the image's WorkingDir";
+  await makeDirInRoot(rootfs, cwd, `working dir ${JSON.stringify(cwd)} (${from})`);
 }
 
 /**

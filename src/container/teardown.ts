@@ -1,3 +1,4 @@
+import { removeCgroupEverywhere } from '../cgroups/hierarchy.js';
 import type { BerthConfig } from '../config/types.js';
 import { errorMessage } from '../errors.js';
 import { removeRootfs, unmountRootfs } from '../imagestore/rootfs.js';
@@ -7,6 +8,7 @@ import { isConmonOf } from '../monitor/conmon.js';
 import type { ExitWatcher } from '../monitor/exits.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import type { RuntimeHandler, RuntimeHandlers } from '../sandbox/runtimes.js';
+import { cgroupRelativePath } from '../stats/cgroup.js';
 import type { Store } from '../store/index.js';
 import { runtimeOf } from './context.js';
 
@@ -14,11 +16,14 @@ import { runtimeOf } from './context.js';
 export const CREATE_STEPS = ['rootfs', 'spec', 'monitor'] as const;
 export type CreateStep = (typeof CREATE_STEPS)[number];
 
+/** How long processes left in a container's cgroup may take to die once killed. */
+const CGROUP_KILL_WAIT_MS = 5_000;
+
 /** The background part of RemoveContainer, as the test pause hook names it. */
 export const REMOVE_FILES_STEP = 'remove-files';
 
 export interface ContainerTeardownDeps {
-  config: Pick<BerthConfig, 'rootDir' | 'stateDir'>;
+  config: Pick<BerthConfig, 'rootDir' | 'stateDir' | 'cgroupDriver'>;
   store: Store;
   runtimes: RuntimeHandlers;
   exits: ExitWatcher;
@@ -69,10 +74,20 @@ export class ContainerTeardown {
     return removeRootfs(id, this.deps.config.rootDir);
   }
 
-  /** runc's container, its conmon and the files they keep. */
+  /** runc's container, its conmon and the files they keep, and the container's cgroup. */
   async discardProcess(id: string): Promise<void> {
     const container = this.deps.store.containers.get(id);
     await this.discardMonitor(id, this.handlersOf(container), container?.monitorPid ?? 0);
+    if (container) await this.discardCgroup(container.cgroupsPath);
+  }
+
+  /**
+   * `runc delete` removes the cgroup of a container runc has a record of. A create killed at its
+   * deadline may have left no record, but its init waiting in the cgroup in every hierarchy.
+   */
+  private async discardCgroup(cgroupsPath: string): Promise<void> {
+    const rel = cgroupRelativePath(cgroupsPath, this.deps.config.cgroupDriver);
+    await removeCgroupEverywhere(rel, CGROUP_KILL_WAIT_MS);
   }
 
   /** A leftover without a record may have been made by any handler; releasing an unknown id is a no-op. */
@@ -115,7 +130,7 @@ export class ContainerTeardown {
    * is kubelet's and stays.
    */
   async remove(container: Container, justStopped: boolean, logger: Logger): Promise<void> {
-    const { id, monitorPid } = container;
+    const { id, monitorPid, cgroupsPath } = container;
     // Taken while the record is there: the deletion runs on after it (and after the daemon's store closes).
     const handlers = this.handlersOf(container);
     if (justStopped) {
@@ -134,6 +149,8 @@ export class ContainerTeardown {
       // The conmon of an exited container exits by itself: it is only killed if it lingers.
       deleteFiles: async () => {
         await this.discardMonitor(id, handlers, monitorPid);
+        // A container whose failed create could not take its cgroup back goes with it now.
+        await this.discardCgroup(cgroupsPath);
         await this.removeFiles(id);
       },
     };

@@ -3,6 +3,7 @@ import type { ContainerService } from '../container/service.js';
 import type { ContainerFilter, ContainerStateName, ContainerView } from '../container/types.js';
 import type { ContainerMount, ContainerResources, ContainerSpec, DeviceMapping } from '../model/container.js';
 import type { KeyValue } from '../oci/container.js';
+import { MAX_ENV_BYTES, MAX_ENV_ENTRIES } from '../oci/environment.js';
 import type { MountPropagation } from '../oci/mounts.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
 import type { UnaryHandlers } from './handler.js';
@@ -10,8 +11,6 @@ import { jsonInfo, type Received, type Sent } from './messages.js';
 import { toSecurity } from './container-security.js';
 import { toWireStats } from './stats.js';
 import {
-  MAX_ENV_BYTES,
-  MAX_ENV_ENTRIES,
   boundedList,
   boundedMap,
   oneOf,

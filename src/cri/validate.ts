@@ -170,13 +170,6 @@ export function boundedList<T>(field: string, list: readonly T[], max: number): 
   return list;
 }
 
-/**
- * A container's environment: far more than any real one, and below what execve itself takes (all
- * of argv and envp share a quarter of the stack limit, 2 MiB by default).
- */
-export const MAX_ENV_ENTRIES = 16_384;
-export const MAX_ENV_BYTES = 1024 * 1024;
-
 /** Long or strange values are cut when an error quotes them, so the error itself stays small. */
 const QUOTE_MAX = 128;
 

@@ -1,17 +1,18 @@
 import { rm } from 'node:fs/promises';
 import { PassThrough, Readable } from 'node:stream';
-import { BerthError } from '../errors.js';
 import { readVerified, type ContentStore } from '../imagestore/content.js';
 import { StoreFlush } from '../imagestore/durability.js';
 import type { LayerStore } from '../imagestore/layers.js';
 import type { ImageLayerRef } from '../imagestore/types.js';
 import type { Logger } from '../log.js';
 import type { RegistryClient, RegistryCredentials } from '../registry/client.js';
-import { MEDIA_TYPES, type Descriptor, type ImageIndex, type ImageManifest } from '../registry/manifest.js';
+import { MEDIA_TYPES, type Descriptor } from '../registry/manifest.js';
 import { selectPlatform } from '../registry/platform.js';
 import { TransferWatch } from '../registry/progress.js';
 import { formatReference, type ImageReference } from '../registry/reference.js';
-import { detectCompression, unpackLayer } from '../unpack/index.js';
+import { RefusedEntryError, detectCompression, unpackLayer } from '../unpack/index.js';
+import { checkConfigSize, checkImageConfig, checkIndex, checkManifest } from './validate.js';
+import { ImageFormatError } from './errors.js';
 import { SingleFlight } from './singleflight.js';
 import type { ImageConfig } from '../model/image.js';
 
@@ -23,10 +24,6 @@ export interface PulledImage {
   config: ImageConfig;
   layers: ImageLayerRef[];
   size: number;
-}
-
-export class ImageFormatError extends BerthError {
-  override name = 'ImageFormatError';
 }
 
 export interface PullerDeps {
@@ -88,7 +85,7 @@ export class Puller {
     let manifestBytes = top.bytes;
     let manifestMediaType = mediaTypeOf(top.bytes, top.mediaType);
     if (INDEX_TYPES.has(manifestMediaType)) {
-      const chosen = selectPlatform(parseJson<ImageIndex>(top.bytes, 'image index'));
+      const chosen = selectPlatform(checkIndex(parseJson<unknown>(top.bytes, 'image index')));
       const child = await registry.fetchManifestByDigest(ref, chosen.digest, auth, {
         preferEndpoint: top.endpoint,
         ...(signal ? { signal } : {}),
@@ -101,19 +98,12 @@ export class Puller {
     if (!MANIFEST_TYPES.has(manifestMediaType)) {
       throw new ImageFormatError(`unsupported manifest media type "${manifestMediaType}"`);
     }
-    const manifest = parseJson<ImageManifest>(manifestBytes, 'image manifest');
-    if (!manifest.config?.digest || !Array.isArray(manifest.layers)) {
-      throw new ImageFormatError('image manifest lacks a config or layers');
-    }
+    const manifest = checkManifest(parseJson<unknown>(manifestBytes, 'image manifest'));
 
     // Everything else comes from the endpoint that answered, so a mirror serves a whole image.
     const via = top.endpoint;
     const configBytes = await this.fetchConfig(ref, manifest.config, via, keep, watch, auth, signal);
-    const config = parseJson<ImageConfig>(configBytes, 'image config');
-    // The store reads the config back as an object; anything else would make the image unreadable.
-    if (typeof config !== 'object' || config === null || Array.isArray(config)) {
-      throw new ImageFormatError('image config is not a JSON object');
-    }
+    const config = checkImageConfig(parseJson<unknown>(configBytes, 'image config'), manifest.config.digest);
     const diffIds = config.rootfs?.diff_ids ?? [];
     if (diffIds.length !== manifest.layers.length) {
       throw new ImageFormatError(
@@ -155,6 +145,7 @@ export class Puller {
     signal?: AbortSignal,
   ): Promise<Buffer> {
     const { registry, content } = this.deps;
+    checkConfigSize(desc);
     if (await content.has(desc.digest)) return content.readBuffer(desc.digest);
     const blob = await registry.fetchBlob(ref, desc, auth, {
       preferEndpoint: via,
@@ -240,7 +231,14 @@ export class Puller {
   private async unpack(layer: ImageLayerRef, blob: Readable, tmp: string): Promise<void> {
     const { head, bytes } = await peek(blob, 8);
     const compression = detectCompression(layer.mediaType, head);
-    const result = await unpackLayer(bytes, compression, tmp, { logger: this.deps.logger });
+    const result = await unpackLayer(bytes, compression, tmp, { logger: this.deps.logger }).catch(
+      (err: unknown): never => {
+        if (err instanceof RefusedEntryError) {
+          throw new ImageFormatError(`layer ${layer.digest}: ${err.message}`, { cause: err });
+        }
+        throw err;
+      },
+    );
     if (result.diffId !== layer.diffId) {
       throw new ImageFormatError(
         `layer ${layer.digest} unpacks to ${result.diffId}, config says ${layer.diffId}`,

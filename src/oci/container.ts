@@ -260,7 +260,8 @@ function envKey(entry: string): string {
   return eq < 0 ? entry : entry.slice(0, eq);
 }
 
-function processCwd(spec: ContainerConfigInput, image: ImageConfigInput): string {
+/** The process's cwd as runc is told it; prepare.ts makes sure the rootfs has it as a directory. */
+export function processCwd(spec: ContainerConfigInput, image: ImageConfigInput): string {
   const dir = spec.workingDir || image.WorkingDir || '/';
   // The OCI spec wants an absolute cwd; Docker treats a relative WorkingDir as below "/".
   return posix.normalize(dir.startsWith('/') ? dir : `/${dir}`);

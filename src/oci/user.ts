@@ -4,9 +4,8 @@
  * files belong to the image, so every path inside the rootfs is resolved without ever leaving it:
  * a symlinked /etc/passwd pointing at "/etc/shadow" means the image's file, not the host's.
  */
-import { constants } from 'node:fs';
-import { lstat, open, readlink } from 'node:fs/promises';
 import { FailedPreconditionError, InvalidArgumentError } from '../errors.js';
+import { readInRoot } from './rootfs-files.js';
 
 /** What a CRI security context asks of the process's user and groups. */
 export interface UserRequest {
@@ -41,9 +40,6 @@ export interface GroupEntry {
   gid: number;
   members: string[];
 }
-
-/** Linux's limit on symlinks followed in one lookup (MAXSYMLINKS). */
-const MAX_SYMLINK_HOPS = 40;
 
 const USERNAME_FIELD = 'config.linux.security_context.run_as_username';
 
@@ -155,73 +151,4 @@ function lines(text: string): string[] {
     .split('\n')
     .map((l) => l.trim())
     .filter((l) => l !== '' && !l.startsWith('#'));
-}
-
-/** The contents of `path` inside `rootfs`, '' when it does not exist there. */
-export async function readInRoot(rootfs: string, path: string): Promise<string> {
-  const resolved = await resolveInRoot(rootfs, path);
-  try {
-    // O_NOFOLLOW: the last component was checked above; it must still not be a link now.
-    const handle = await open(resolved, constants.O_RDONLY | constants.O_NOFOLLOW);
-    try {
-      return await handle.readFile('utf8');
-    } finally {
-      await handle.close();
-    }
-  } catch (err) {
-    // A directory where the file should be is as good as no file, as it is for libc.
-    if (isMissing(err) || (err as NodeJS.ErrnoException).code === 'EISDIR') return '';
-    throw err;
-  }
-}
-
-/**
- * `path` resolved as if `rootfs` were "/": symlinks are followed with absolute targets re-rooted
- * at `rootfs` and ".." stopping at it. The host path returned lies inside `rootfs`; components
- * past one that does not exist are kept as they are. More than 40 links is a loop (ELOOP).
- */
-export async function resolveInRoot(rootfs: string, path: string): Promise<string> {
-  const root = rootfs.replace(/\/+$/, '') || '/';
-  const done: string[] = [];
-  let todo = components(path);
-  let hops = 0;
-  while (todo.length > 0) {
-    const [part, ...rest] = todo as [string, ...string[]];
-    todo = rest;
-    if (part === '..') {
-      done.pop();
-      continue;
-    }
-    const candidate = joinRoot(root, [...done, part]);
-    const info = await lstat(candidate).catch((err: unknown) => {
-      if (isMissing(err)) return null;
-      throw err;
-    });
-    if (info === null) return joinRoot(root, [...done, part, ...todo]);
-    if (!info.isSymbolicLink()) {
-      done.push(part);
-      continue;
-    }
-    if (++hops > MAX_SYMLINK_HOPS) {
-      throw new FailedPreconditionError(`${path} in the image: too many levels of symbolic links`);
-    }
-    const target = await readlink(candidate);
-    if (target.startsWith('/')) done.length = 0;
-    todo = [...components(target), ...todo];
-  }
-  return joinRoot(root, done);
-}
-
-function components(path: string): string[] {
-  return path.split('/').filter((c) => c !== '' && c !== '.');
-}
-
-function joinRoot(root: string, parts: string[]): string {
-  if (parts.length === 0) return root;
-  return `${root === '/' ? '' : root}/${parts.join('/')}`;
-}
-
-function isMissing(err: unknown): boolean {
-  const code = (err as NodeJS.ErrnoException | null)?.code;
-  return code === 'ENOENT' || code === 'ENOTDIR';
 }

@@ -19,6 +19,7 @@ import {
   type ResolvedCredentials,
 } from './auth.js';
 import {
+  ManifestTooLargeError,
   RegistryAuthError,
   RegistryError,
   RegistryNotFoundError,
@@ -77,6 +78,7 @@ export const MANIFEST_MEDIA_TYPES: readonly string[] = [
 
 /** containerd's limit: a manifest is metadata, and anything bigger is an attack or a mistake. */
 const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
+const manifestTooLarge = (message: string, url: string): Error => new ManifestTooLargeError(message, url);
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
 const MAX_REDIRECTS = 5;
 
@@ -181,7 +183,7 @@ export class RegistryClient {
         return this.notFound(endpoint, 'manifest', what);
       }
       if (res.status !== 200) return this.unexpected(endpoint, res, what);
-      const bytes = await readBody(res, MAX_MANIFEST_BYTES, `manifest ${what}`);
+      const bytes = await readBody(res, MAX_MANIFEST_BYTES, `manifest ${what}`, manifestTooLarge);
       const algorithm = expectedDigest?.split(':')[0] ?? 'sha256';
       const digest = `${algorithm}:${createHash(algorithm).update(bytes).digest('hex')}`;
       if (expectedDigest !== null && digest !== expectedDigest) {

@@ -2,11 +2,11 @@
  * Errors of the registry client. The CRI layer maps them to gRPC codes (src/cri/status.ts); each
  * class says which code it stands for.
  */
-import { BerthError, DeadlineExceededError, NotFoundError } from '../errors.js';
+import { BerthError, DeadlineExceededError, FailedPreconditionError, NotFoundError } from '../errors.js';
 
 /**
  * A registry did not serve what was asked, for a reason other than those below: a 5xx, an
- * unexpected status, a malformed or oversized manifest, a digest that does not match, a timeout.
+ * unexpected status, a malformed manifest, a digest that does not match, a timeout.
  * CRI: UNKNOWN.
  */
 export class RegistryError extends BerthError {
@@ -130,5 +130,20 @@ export class PlatformNotFoundError extends NotFoundError {
     this.message =
       `no manifest for platform ${wanted} in the image index; it has ` +
       (available.length > 0 ? available.join(', ') : 'no platform-specific manifests');
+  }
+}
+
+/**
+ * A manifest larger than berth reads (containerd's bound): an image whose manifest is that big is
+ * broken or hostile, not a registry having a bad moment. CRI: FAILED_PRECONDITION, as every
+ * image berth refuses. Another endpoint (a mirror's origin) may still serve a good one.
+ */
+export class ManifestTooLargeError extends FailedPreconditionError {
+  override name = 'ManifestTooLargeError';
+  constructor(
+    message: string,
+    readonly endpoint: string,
+  ) {
+    super(message);
   }
 }

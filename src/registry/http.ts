@@ -127,14 +127,18 @@ export class HttpTransport {
 }
 
 /** Reads a whole (small) body; refuses more than `limit` bytes instead of buffering whatever comes. */
-export async function readBody(res: HttpResponse, limit: number, what: string): Promise<Buffer> {
+export async function readBody(
+  res: HttpResponse,
+  limit: number,
+  what: string,
+  /** The error for a body over `limit`: by default the registry's fault, a RegistryError. */
+  tooLarge: (message: string, endpoint: string) => Error = (message, endpoint) =>
+    new RegistryError(message, endpoint),
+): Promise<Buffer> {
   const declared = Number(res.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) {
     drain(res.body);
-    throw new RegistryError(
-      `${what} is ${declared} bytes, more than the ${limit} allowed`,
-      originOf(res.url),
-    );
+    throw tooLarge(`${what} is ${declared} bytes, more than the ${limit} allowed`, originOf(res.url));
   }
   const chunks: Buffer[] = [];
   let total = 0;
@@ -143,7 +147,7 @@ export async function readBody(res: HttpResponse, limit: number, what: string): 
     total += buf.length;
     if (total > limit) {
       res.body.destroy();
-      throw new RegistryError(`${what} is more than the ${limit} bytes allowed`, originOf(res.url));
+      throw tooLarge(`${what} is more than the ${limit} bytes allowed`, originOf(res.url));
     }
     chunks.push(buf);
   }

@@ -13,7 +13,7 @@ import {
 } from 'node:fs/promises';
 import type { Logger } from '../log.js';
 import { Backlog } from './backlog.js';
-import { UnpackError, asUnpackError } from './errors.js';
+import { RefusedEntryError, asUnpackError } from './errors.js';
 import { hostErrno, mknod, setXattr } from './host-ops.js';
 import { RootGuard, entryComponents } from './safety.js';
 import type { TarEntry } from './tar-reader.js';
@@ -179,7 +179,7 @@ export class LayerApplier {
   /** "./" itself: the layer root's owner, mode and times; the root dir already exists. */
   private async applyRoot(entry: TarEntry): Promise<void> {
     if (entry.type !== 'dir')
-      throw new UnpackError(`the layer root must be a directory, not a ${entry.type}`, entry.path);
+      throw new RefusedEntryError(`the layer root must be a directory, not a ${entry.type}`, entry.path);
     const path = this.guard.path([]);
     this.dirTimes.set('', { parts: [], ...times(entry) });
     return this.later(entry, async () => {
@@ -193,23 +193,27 @@ export class LayerApplier {
     try {
       targetParts = entryComponents(entry.linkPath, entry.path);
     } catch {
-      throw new UnpackError(
-        `hard link target ${JSON.stringify(entry.linkPath)} is outside the layer`,
+      throw new RefusedEntryError(
+        `hard link target ${JSON.stringify(entry.linkPath)} is not a path inside the layer`,
         entry.path,
       );
     }
-    if (targetParts.length === 0) throw new UnpackError('hard link to the layer root', entry.path);
-    if (targetParts.join('/') === parts.join('/')) throw new UnpackError('hard link to itself', entry.path);
+    if (targetParts.length === 0) throw new RefusedEntryError('hard link to the layer root', entry.path);
+    if (targetParts.join('/') === parts.join('/'))
+      throw new RefusedEntryError('hard link to itself', entry.path);
     const target = await this.guard.checkParents(targetParts, entry.path);
     const st = await lstatOrUndefined(target);
     if (st === undefined) {
-      throw new UnpackError(
+      throw new RefusedEntryError(
         `hard link target ${JSON.stringify(entry.linkPath)} is not in the layer (yet)`,
         entry.path,
       );
     }
     if (st.isDirectory())
-      throw new UnpackError(`hard link target ${JSON.stringify(entry.linkPath)} is a directory`, entry.path);
+      throw new RefusedEntryError(
+        `hard link target ${JSON.stringify(entry.linkPath)} is a directory`,
+        entry.path,
+      );
     return target;
   }
 
@@ -291,7 +295,7 @@ export class LayerApplier {
   /** `.wh.<name>`: a 0/0 character device named `name`, overlayfs's mark for a deleted file. */
   private async whiteOut(entry: TarEntry, dirParts: readonly string[], name: string): Promise<void> {
     if (name === '' || name === '.' || name === '..')
-      throw new UnpackError('malformed whiteout name', entry.path);
+      throw new RefusedEntryError('malformed whiteout name', entry.path);
     const parts = [...dirParts, name];
     const path = await this.guard.prepareParents(parts, entry.path);
     if ((await lstatOrUndefined(path)) !== undefined) {

@@ -9,7 +9,7 @@ import { TarReader } from './tar-reader.js';
 
 export type { LayerCompression } from './decompress.js';
 export { detectCompression } from './detect.js';
-export { UnpackError } from './errors.js';
+export { RefusedEntryError, UnpackError } from './errors.js';
 
 export interface UnpackOptions {
   /** Deadline for the whole unpack; none when absent (the source is then trusted to end or fail). */

@@ -1,6 +1,6 @@
 import { lstat, mkdir, chmod } from 'node:fs/promises';
 import { join } from 'node:path';
-import { UnpackError } from './errors.js';
+import { RefusedEntryError, UnpackError } from './errors.js';
 
 /**
  * Turns a member name into path components under the layer root. A leading "/" is normal in tars
@@ -8,11 +8,20 @@ import { UnpackError } from './errors.js';
  * honest layer needs it, and refusing is simpler to trust than resolving it.
  */
 export function entryComponents(name: string, entry: string = name): string[] {
-  if (name.includes('\0')) throw new UnpackError('path contains a NUL byte', entry);
+  if (name.includes('\0')) throw new RefusedEntryError('path contains a NUL byte', entry);
   const parts = name.split('/').filter((p) => p !== '' && p !== '.');
-  if (parts.includes('..')) throw new UnpackError('path escapes the layer (".." component)', entry);
+  if (parts.includes('..')) throw new RefusedEntryError('path escapes the layer (".." component)', entry);
+  if (parts.some((p) => Buffer.byteLength(p) > NAME_MAX)) {
+    throw new RefusedEntryError(
+      `a name in the path is longer than the ${NAME_MAX} bytes Linux allows`,
+      entry,
+    );
+  }
   return parts;
 }
+
+/** Linux's longest file name, in bytes: no file system takes a longer one. */
+const NAME_MAX = 255;
 
 /**
  * Keeps every write inside the layer root. An entry's parent dirs are checked with lstat, never
@@ -67,14 +76,14 @@ export class RootGuard {
         throw new UnpackError(`cannot inspect parent "${key}": ${err.message}`, entry, { cause: err });
       });
       if (st === undefined) {
-        if (!create) throw new UnpackError(`parent "${key}" does not exist`, entry);
+        if (!create) throw new RefusedEntryError(`parent "${key}" does not exist`, entry);
         await mkdir(dir, { mode: 0o755 });
         // mkdir's mode is subject to the umask; the layer's own entry for this dir, if any, comes later.
         await chmod(dir, 0o755);
       } else if (st.isSymbolicLink()) {
-        throw new UnpackError(`refusing to write through symlink "${key}"`, entry);
+        throw new RefusedEntryError(`refusing to write through symlink "${key}"`, entry);
       } else if (!st.isDirectory()) {
-        throw new UnpackError(`parent "${key}" is not a directory`, entry);
+        throw new RefusedEntryError(`parent "${key}" is not a directory`, entry);
       }
       this.knownDirs.add(key);
     }

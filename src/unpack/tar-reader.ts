@@ -1,5 +1,5 @@
 import { ByteSource } from './byte-source.js';
-import { UnpackError } from './errors.js';
+import { RefusedEntryError, UnpackError } from './errors.js';
 import {
   BLOCK,
   TarFormatError,
@@ -105,7 +105,7 @@ export class TarReader {
         return entry;
       }
     } catch (err) {
-      throw err instanceof TarFormatError ? new UnpackError(err.message, hint) : err;
+      throw err instanceof TarFormatError ? new RefusedEntryError(err.message, hint) : err;
     }
   }
 

@@ -1,7 +1,8 @@
 /**
  * A loopback HTTP proxy in front of a test registry: it counts the requests it forwards (to tell
- * whether berthd contacted a registry at all), and can stall chosen responses mid-body (headers
- * and the first bytes, then silence), as a registry or a network that hangs would.
+ * whether berthd contacted a registry at all), can stall chosen responses mid-body (headers
+ * and the first bytes, then silence), as a registry or a network that hangs would, and can serve
+ * chosen paths itself, with what no real registry would store.
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 
@@ -9,6 +10,12 @@ export interface ProxyOptions {
   /** Responses whose request path contains this are cut to `stallAfterBytes`, then kept open silently. */
   stallPathContaining?: string;
   stallAfterBytes?: number;
+  /**
+   * Requests whose path contains `pathContaining` are answered with this 200 instead of being
+   * forwarded: what a registry would serve if it stored anything (docker-registry refuses
+   * manifests over 4 MiB).
+   */
+  serve?: { pathContaining: string; body: Buffer; contentType: string };
 }
 
 export interface RegistryProxy {
@@ -30,6 +37,13 @@ export async function startRegistryProxy(target: string, opts: ProxyOptions = {}
   const held = new Set<ServerResponse>();
   const server = http.createServer((req, res) => {
     requests.push(req.url ?? '');
+    const served = opts.serve;
+    if (served !== undefined && (req.url ?? '').includes(served.pathContaining)) {
+      req.resume();
+      res.writeHead(200, { 'content-type': served.contentType, 'content-length': served.body.length });
+      res.end(req.method === 'HEAD' ? undefined : served.body);
+      return;
+    }
     forward(req, res);
   });
 

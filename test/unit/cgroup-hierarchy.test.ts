@@ -1,8 +1,24 @@
-/** Finding a process's cgroup in each mounted hierarchy, from /proc/<pid>/cgroup and mountinfo. */
+/**
+ * Finding a process's cgroup in each mounted hierarchy, from /proc/<pid>/cgroup and mountinfo;
+ * and, as root, removing a cgroup from all of them.
+ */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
-import { mountOf, parseProcCgroup } from '../../src/cgroups/hierarchy.js';
+import {
+  ensureCgroup,
+  membershipsOf,
+  mountOf,
+  moveProcess,
+  parseProcCgroup,
+  removeCgroupEverywhere,
+} from '../../src/cgroups/hierarchy.js';
 import { parseMountInfo } from '../../src/mounts/mountinfo.js';
+import { removeCgroupTree } from '../harness/cgroups.js';
+import { rootSkip } from '../harness/skip.js';
 
 const HYBRID_MOUNTS = parseMountInfo(
   [
@@ -43,3 +59,31 @@ test('on a v2-only host the one hierarchy is the cgroup2 mount', () => {
   const mounts = parseMountInfo('25 20 0:23 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw\n');
   assert.equal(mountOf({ controllers: '', path: '/berth' }, mounts), '/sys/fs/cgroup');
 });
+
+test(
+  'removeCgroupEverywhere kills what runs in a cgroup and removes it, children first',
+  { skip: rootSkip },
+  async () => {
+    const name = `berth-test-remove-${randomBytes(4).toString('hex')}`;
+    const sleeper = spawn('sleep', ['60'], { stdio: 'ignore' });
+    try {
+      assert.ok(sleeper.pid);
+      const memberships = await membershipsOf('self');
+      for (const { mountPoint } of memberships) {
+        // One level at a time: a new cpuset cgroup takes its cpus and mems from its parent.
+        await ensureCgroup(mountPoint, name);
+        await moveProcess(sleeper.pid, await ensureCgroup(mountPoint, `${name}/child`));
+      }
+      const exited = new Promise((resolve) => sleeper.once('exit', resolve));
+      await removeCgroupEverywhere(`/${name}`, 5_000);
+      assert.equal(await exited, null, 'the process in the cgroup was not killed');
+      for (const { mountPoint } of memberships) assert.equal(existsSync(join(mountPoint, name)), false);
+      // Gone already: nothing to do.
+      await removeCgroupEverywhere(`/${name}`, 5_000);
+      await assert.rejects(removeCgroupEverywhere('/', 5_000), /refusing/);
+    } finally {
+      sleeper.kill('SIGKILL');
+      await removeCgroupTree(name);
+    }
+  },
+);

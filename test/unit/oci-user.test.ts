@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseGroup, parsePasswd, readInRoot, resolveInRoot, resolveUser } from '../../src/oci/user.js';
+import { readInRoot, resolveInRoot } from '../../src/oci/rootfs-files.js';
+import { parseGroup, parsePasswd, resolveUser } from '../../src/oci/user.js';
 import { containerSecurity } from '../harness/container-spec.js';
 
 const PASSWD = [

@@ -275,10 +275,10 @@ describe('RegistryClient: manifests and blobs', () => {
   it('refuses an oversized manifest', async () => {
     const reg = await server();
     reg.handler = registry({ manifests: { 'a/b:big': { bytes: Buffer.alloc(5 * 1024 * 1024, 0x20) } } });
-    await assert.rejects(
-      client().fetchManifest(parseReference(`${reg.host}/a/b:big`)),
-      /more than the 4194304/,
-    );
+    await assert.rejects(client().fetchManifest(parseReference(`${reg.host}/a/b:big`)), {
+      name: 'ManifestTooLargeError',
+      message: /more than the 4194304/,
+    });
   });
 
   it('an unknown tag at the origin is RegistryNotFoundError naming the reference', async () => {
