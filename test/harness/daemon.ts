@@ -36,6 +36,11 @@ export interface TestDaemonOptions {
    * manager would start it: made if missing, left for the test to remove.
    */
   cgroup?: string;
+  /**
+   * berthd's open-file limit (soft and hard), set by prlimit(1), which then execs the launcher: a
+   * daemon that runs out of file descriptors soon.
+   */
+  fdLimit?: number;
 }
 
 /**
@@ -145,7 +150,11 @@ export class TestDaemon {
 
   async start(env: Record<string, string> = {}): Promise<void> {
     const binDirs = ['/usr/lib/cni', join(FIXTURES, 'cni')].flatMap((d) => ['--cni-bin-dir', d]);
-    const proc = spawn(LAUNCHER, [...this.args(), ...binDirs], {
+    const argv = [LAUNCHER, ...this.args(), ...binDirs];
+    const limit = this.opts.fdLimit;
+    const [file = LAUNCHER, ...rest] =
+      limit === undefined ? argv : ['prlimit', `--nofile=${limit}:${limit}`, '--', ...argv];
+    const proc = spawn(file, rest, {
       env: { ...process.env, BERTH_NODE: process.execPath, ...this.opts.env, ...env },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
