@@ -116,10 +116,20 @@ async function fillDescriptors(
   held: Socket[],
 ): Promise<void> {
   for (let round = 0; round < 50; round++) {
-    const missing = target - (await openFds());
+    const missing = target - (await settledFds(openFds));
     if (missing <= 0) return;
     held.push(...(await holdConnections(port, missing)));
-    // Accepting is berthd's to do: give it the time to see them all.
-    await sleep(200);
   }
+}
+
+/** berthd's descriptor count once it stopped changing: accepting is berthd's to do, in its own time. */
+async function settledFds(openFds: () => Promise<number>): Promise<number> {
+  let last = await openFds();
+  for (let i = 0; i < 100; i++) {
+    await sleep(100);
+    const now = await openFds();
+    if (now === last) return now;
+    last = now;
+  }
+  return last;
 }

@@ -246,7 +246,7 @@ describe('channelSocket', () => {
     assert.equal(server.readyState, WebSocket.OPEN);
   });
 
-  it('closes with 1002 on a channel the session does not have', async () => {
+  it('closes with 1002 on a channel the session does not have', { timeout: 30_000 }, async () => {
     for (const [base64, supportsClose, message] of [
       [false, false, bytes(5, 'past the last channel')],
       // Without v5's closing, [255, 0] is a message on channel 255.
