@@ -50,6 +50,7 @@ export interface GuardOptions {
 }
 
 interface Connection {
+  key: string;
   socket: Duplex;
   /** Requests received whose responses have not closed yet. */
   pending: number;
@@ -84,10 +85,6 @@ export class ConnectionGuard {
     );
   }
 
-  get size(): number {
-    return this.connections.size;
-  }
-
   /** Serves every request with `handler`. */
   onRequest(handler: RequestHandler): void {
     this.server.on('request', (req: IncomingMessage, res: ServerResponse) => this.request(req, res, handler));
@@ -112,7 +109,7 @@ export class ConnectionGuard {
       socket.destroy();
       return;
     }
-    const connection: Connection = { socket, pending: 0, upgraded: false };
+    const connection: Connection = { key, socket, pending: 0, upgraded: false };
     this.connections.set(key, connection);
     socket.once('close', () => {
       if (this.connections.get(key) === connection) this.connections.delete(key);
@@ -127,12 +124,14 @@ export class ConnectionGuard {
       },
       'connection limit reached',
     );
+    // Out of the count at once, not at its 'close': the next connection must not close another.
+    this.connections.delete(victim.key);
     victim.socket.destroy();
   }
 
   private oldestIdle(except: Connection): Connection | undefined {
     for (const c of this.connections.values()) {
-      if (c !== except && !c.upgraded && c.pending === 0 && !c.socket.destroyed) return c;
+      if (c !== except && !c.upgraded && c.pending === 0) return c;
     }
     return undefined;
   }
@@ -165,7 +164,8 @@ export class ConnectionGuard {
       () => handler(req, res),
       req.socket,
       () => {
-        if (!res.headersSent) refuse(res, 500, 'internal error');
+        if (res.headersSent) req.socket.destroy();
+        else refuse(res, 500, 'internal error');
       },
     );
   }
