@@ -201,6 +201,7 @@ export async function startDaemon(
       {
         address: config.streamingAddress,
         idleTimeoutMs: config.streamingIdleTimeoutMs,
+        maxConnections: config.streamingMaxConnections,
         ...(config.streamingTlsCert
           ? { tlsCertFile: config.streamingTlsCert, tlsKeyFile: config.streamingTlsKey }
           : {}),
@@ -216,7 +217,7 @@ export async function startDaemon(
     );
     if (metrics) {
       metricsServer = await MetricsServer.start(
-        config.metricsAddress,
+        { address: config.metricsAddress, maxConnections: config.metricsMaxConnections },
         {
           metrics: () => metrics.metrics(),
           contentType: metrics.contentType,

@@ -9,6 +9,7 @@ import { MONITOR_CGROUP_MODES } from '../monitor/cgroup.js';
 import {
   absolutePath,
   choice,
+  count,
   directoryList,
   duration,
   listenAddress,
@@ -223,6 +224,15 @@ const DECLARED = {
     default: 4 * 3_600_000,
     help: 'Close a stream with no traffic either way after this; 0s for never',
   }),
+  streamingMaxConnections: setting({
+    key: 'streaming.max_connections',
+    flag: { name: '--streaming-max-connections', arg: 'N' },
+    kind: count(1, 1_000_000),
+    default: 512,
+    help: 'Open connections to the streaming server at most, streams included',
+    details:
+      "Past it the oldest connection that is neither streaming nor being answered is closed, else the new one. Keep it well below berthd's open-file limit.",
+  }),
   streamingTlsCert: setting({
     key: 'streaming.tls_cert',
     flag: { name: '--streaming-tls-cert', arg: 'PATH' },
@@ -249,6 +259,14 @@ const DECLARED = {
     help: 'Prometheus /metrics and /healthz over HTTP; "" turns them off, port 0 picks a free one',
     details:
       'Loopback by default; set the node address for a Prometheus elsewhere. The URL is logged at start-up.',
+  }),
+  metricsMaxConnections: setting({
+    key: 'metrics.max_connections',
+    flag: { name: '--metrics-max-connections', arg: 'N' },
+    kind: count(1, 1_000_000),
+    default: 64,
+    help: 'Open connections to the metrics server at most',
+    details: 'Past it the oldest connection not being answered is closed, else the new one.',
   }),
 };
 

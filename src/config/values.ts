@@ -123,6 +123,32 @@ export function duration(minMs: number): ValueKind<number> {
 }
 
 /**
+ * A whole number from `min` to `max`: in the file a TOML integer, on the command line decimal
+ * digits. A float such as 1.5 or a string is an error, not rounded or read.
+ */
+export function count(min: number, max: number): ValueKind<number> {
+  const inRange = (n: number, where: string): number => {
+    if (n < min || n > max) throw new ConfigError(`${where}: must be from ${min} to ${max}, got ${n}`);
+    return n;
+  };
+  return {
+    fromFlag: ({ last }, where) => {
+      if (!/^\d{1,15}$/.test(last)) throw new ConfigError(`${where}: expected a whole number, got "${last}"`);
+      return inRange(Number(last), where);
+    },
+    fromToml: (value, where) => {
+      const n = typeof value === 'bigint' ? Number(value) : value;
+      if (typeof n !== 'number' || !Number.isSafeInteger(n)) {
+        throw new ConfigError(`${where}: expected an integer, got ${describeTomlValue(value)}`);
+      }
+      return inRange(n, where);
+    },
+    show: (value) => String(value),
+    toToml: (value) => String(value),
+  };
+}
+
+/**
  * Absolute directories searched in order. The flag may be repeated and each value may list several,
  * comma-separated or colon-separated as in CNI_PATH and PATH; together they replace the list.
  */

@@ -12,6 +12,7 @@
 import { spawn } from 'node:child_process';
 import { connect, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
+import { checkSpawned } from '../process/spawn.js';
 
 export interface DialOptions {
   signal: AbortSignal;
@@ -69,11 +70,12 @@ function connectHost(host: string, port: number, opts: DialOptions): Promise<Soc
 
 function connectInNetns(netnsPath: string, address: string, opts: DialOptions): Promise<Duplex> {
   return new Promise((resolve, reject) => {
+    const nsenter = opts.nsenter ?? 'nsenter';
     // -t: after one side ended, wait this long for the other (the reply to a half-closed request).
     // prettier-ignore
-    const child = spawn(opts.nsenter ?? 'nsenter', [
+    const child = checkSpawned(spawn(nsenter, [
       `--net=${netnsPath}`, '--', opts.socat ?? 'socat', '-d', '-d', '-t', '30', 'STDIO', address,
-    ], { stdio: ['pipe', 'pipe', 'pipe'] });
+    ], { stdio: ['pipe', 'pipe', 'pipe'] }), nsenter);
     let stderr = '';
     let settled = false;
     const timer = setTimeout(

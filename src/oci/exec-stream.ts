@@ -17,6 +17,7 @@ import type { EventEmitter } from 'node:events';
 import type { Readable, Writable } from 'node:stream';
 import type { IPty } from 'node-pty';
 import { ExecError } from '../errors.js';
+import { checkSpawned } from '../process/spawn.js';
 import {
   KILL_GRACE_MS,
   execCommand,
@@ -86,10 +87,13 @@ function runWithPipes(
 ): Promise<RuncResult> {
   return new Promise((resolve, reject) => {
     // runc leads its own process group so that a last-resort kill also takes its runc init helpers.
-    const child = spawn(cmd.file, cmd.args, {
-      stdio: [io.stdin ? 'pipe' : 'ignore', io.stdout ? 'pipe' : 'ignore', io.stderr ? 'pipe' : 'ignore'],
-      detached: true,
-    });
+    const child = checkSpawned(
+      spawn(cmd.file, cmd.args, {
+        stdio: [io.stdin ? 'pipe' : 'ignore', io.stdout ? 'pipe' : 'ignore', io.stderr ? 'pipe' : 'ignore'],
+        detached: true,
+      }),
+      cmd.file,
+    );
     let exited = false;
     const stopOnAbort = onAbort(io.signal, () => {
       if (exited) return;

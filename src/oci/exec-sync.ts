@@ -21,6 +21,7 @@
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { ExecError, InvalidArgumentError } from '../errors.js';
+import { checkSpawned } from '../process/spawn.js';
 import {
   KILL_GRACE_MS,
   execCommand,
@@ -127,7 +128,10 @@ function spawnExec(
 ): Promise<ExecOutcome> {
   return new Promise((resolve, reject) => {
     // runc leads its own process group so that a last-resort kill also takes its runc init helpers.
-    const child = spawn(cmd.file, cmd.args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = checkSpawned(
+      spawn(cmd.file, cmd.args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true }),
+      cmd.file,
+    );
     const stdout = new CappedBuffer(opts.maxOutputBytes);
     const stderr = new CappedBuffer(opts.maxOutputBytes);
     child.stdout.on('data', (chunk: Buffer) => stdout.push(chunk));

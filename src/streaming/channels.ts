@@ -1,12 +1,15 @@
 /**
  * Kubernetes' WebSocket channel framing (channel.k8s.io and its versions): every message starts
  * with a channel number; base64 variants send text whose first character is the channel digit.
- * From v5 a message [255, n] closes channel n (the client's way to close stdin).
+ * From v5 a message [255, n] closes channel n (the client's way to close stdin). A message naming a
+ * channel the session does not have breaks the protocol: the connection is closed with 1002.
  */
 import { Readable, Writable } from 'node:stream';
 import type { WebSocket } from 'ws';
 
 export const STREAM_CLOSE = 255;
+/** RFC 6455's close code for a peer that broke the protocol. */
+export const PROTOCOL_ERROR = 1002;
 
 export interface ChannelSocket {
   /** One readable per channel the client may write to (stdin, resize, port-forward data). */
@@ -17,7 +20,13 @@ export interface ChannelSocket {
   send(channel: number, data: Buffer): Promise<void>;
 }
 
-export function channelSocket(ws: WebSocket, base64: boolean, supportsClose: boolean): ChannelSocket {
+/** `channels`: how many the session has (0 to channels-1); any other channel number is refused. */
+export function channelSocket(
+  ws: WebSocket,
+  base64: boolean,
+  supportsClose: boolean,
+  channels: number,
+): ChannelSocket {
   const readables = new Map<number, Readable>();
   const paused = new Set<number>();
   /** Channels the client closed (v5): later data on them is dropped, not pushed after the end. */
@@ -50,7 +59,14 @@ export function channelSocket(ws: WebSocket, base64: boolean, supportsClose: boo
       ws.send(message, { binary: !base64 }, (err) => (err ? reject(err) : resolve()));
     });
 
+  let broken = false;
+  const refuse = (reason: string): void => {
+    broken = true;
+    ws.close(PROTOCOL_ERROR, reason);
+  };
+
   ws.on('message', (raw: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) => {
+    if (broken) return;
     const bytes = Buffer.isBuffer(raw) ? raw : Array.isArray(raw) ? Buffer.concat(raw) : Buffer.from(raw);
     if (bytes.length === 0) return;
     let channel: number;
@@ -64,10 +80,18 @@ export function channelSocket(ws: WebSocket, base64: boolean, supportsClose: boo
     }
     if (supportsClose && channel === STREAM_CLOSE) {
       const which = data[0];
-      if (which !== undefined && !closed.has(which)) {
+      if (data.length !== 1 || which === undefined || which >= channels) {
+        refuse('stream close must name one channel of the session');
+        return;
+      }
+      if (!closed.has(which)) {
         closed.add(which);
         readables.get(which)?.push(null);
       }
+      return;
+    }
+    if (!Number.isInteger(channel) || channel < 0 || channel >= channels) {
+      refuse(`no channel ${channel}: this session has channels 0 to ${channels - 1}`);
       return;
     }
     const r = readables.get(channel);

@@ -149,7 +149,7 @@ export function servePortForwardWebSocket(
   runtime: StreamRuntime,
   logger: Logger,
 ): void {
-  const channels = channelSocket(ws, protocol.includes('base64'), false);
+  const channels = channelSocket(ws, protocol.includes('base64'), false, 2 * ports.length);
   const aborter = new AbortController();
   ws.on('close', () => aborter.abort(new Error('client went away')));
   let remaining = ports.length;

@@ -150,7 +150,7 @@ export function webSocketSession(ws: WebSocket, protocol: string, opts: SessionO
   const base64 = protocol.includes('base64');
   const v5 = protocol === 'v5.channel.k8s.io';
   const jsonStatus = v5 || protocol.startsWith('v4.');
-  const channels = channelSocket(ws, base64, v5);
+  const channels = channelSocket(ws, base64, v5, Object.keys(CHANNEL).length);
   const aborter = new AbortController();
   let finished = false;
   ws.on('close', () => {

@@ -3,7 +3,8 @@
  * Each URL carries a single-use token for the request the RPC validated; the client upgrades the
  * connection to SPDY/3.1 (crictl, kubelet's proxy, kubectl before 1.30) or to WebSocket (newer
  * clients), negotiating a sub-protocol, and the session runs on the upgraded socket.
- * Unknown or expired token: 404, as kubelet's streaming package answers.
+ * Unknown or expired token: 404, as kubelet's streaming package answers. What any connection may
+ * hold is bounded by src/http/guard.ts, as for the metrics server.
  */
 import { readFile } from 'node:fs/promises';
 import {
@@ -18,6 +19,8 @@ import type { Duplex } from 'node:stream';
 import type { WebSocket } from 'ws';
 import { parseHostPort } from '../address.js';
 import { errorMessage } from '../errors.js';
+import { ConnectionGuard, HTTP_SERVER_OPTIONS, reasonPhrase, refuse } from '../http/guard.js';
+import { isRefusal, parseTarget } from '../http/target.js';
 import type { Logger } from '../log.js';
 import { SpdyConnection } from '../spdy/connection.js';
 import {
@@ -50,19 +53,41 @@ export interface StreamingServerOptions {
   tokenTtlMs?: number;
   /** How long a client may take to open the streams of a session (kubelet: 30 s). */
   streamCreationTimeoutMs?: number;
+  /** Open connections at most, streams included; past it the oldest idle one is closed. */
+  maxConnections: number;
 }
 
 const DEFAULT_TOKEN_TTL_MS = 60_000;
 const DEFAULT_STREAM_CREATION_TIMEOUT_MS = 30_000;
-/** WebSocket messages are at most a stdin chunk; anything bigger is not a client we know. */
-const WS_MAX_PAYLOAD = 4 * 1024 * 1024;
-const ROUTES = new Set(['exec', 'attach', 'portforward']);
+/**
+ * ws's bounds on what a WebSocket client sends; a breach closes the connection with the close code
+ * for it (1009 a message too big, 1008 too many fragments, 1002 a malformed frame). A message is
+ * at most a stdin chunk. No compression: nothing to inflate. A client that does not answer our
+ * close frame is cut off after closeTimeout (ws reads it, its typings lack it), so that its
+ * session's process is not kept waiting.
+ */
+const WS_SERVER_OPTIONS = {
+  maxPayload: 4 * 1024 * 1024,
+  maxFragments: 1024,
+  perMessageDeflate: false,
+  closeTimeout: 2_000,
+};
+/** /<kind>/<token>: a token is URL-safe base64; other paths never reach the token cache. */
+const ROUTE = /^\/(exec|attach|portforward)\/([A-Za-z0-9_-]{1,64})$/;
+const METHODS = ['GET', 'POST'];
 /** How long close() waits for sessions to kill their processes (a kill waits 2 s for runc at most). */
 const SESSION_CLOSE_WAIT_MS = 5_000;
 
+/** Where a request goes: its prepared stream request, or the HTTP refusal to answer with. */
+type Routed =
+  | { request: StreamRequest; query: string }
+  | { status: number; message: string; headers?: Record<string, string> };
+
+const NOT_FOUND = { status: 404, message: '404 page not found' } as const;
+
 export class StreamingServer {
   private readonly tokens: TokenCache<StreamRequest>;
-  private readonly sockets = new Set<Duplex>();
+  private readonly guard: ConnectionGuard;
   /** Exec and attach sessions still running, so that close() can wait for their processes to go. */
   private readonly sessions = new Set<Promise<void>>();
 
@@ -73,16 +98,14 @@ export class StreamingServer {
     private readonly opts: StreamingServerOptions,
     private readonly logger: Logger,
   ) {
-    this.tokens = new TokenCache(opts.tokenTtlMs ?? DEFAULT_TOKEN_TTL_MS);
-    server.on('request', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res));
-    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-      this.track(socket);
-      this.onUpgrade(req, socket, head).catch((err: unknown) => {
-        logger.warn({ err: errorMessage(err) }, 'streaming upgrade failed');
-        socket.destroy();
-      });
+    this.tokens = new TokenCache(opts.tokenTtlMs ?? DEFAULT_TOKEN_TTL_MS, { weigh: requestBytes });
+    this.guard = new ConnectionGuard(server, {
+      name: 'streaming',
+      maxConnections: opts.maxConnections,
+      logger,
     });
-    server.on('connection', (socket: Socket) => this.track(socket));
+    this.guard.onRequest((req, res) => this.onRequest(req, res));
+    this.guard.onUpgrade((req, socket, head) => this.onUpgrade(req, socket, head));
   }
 
   static async start(
@@ -96,10 +119,12 @@ export class StreamingServer {
     const tls = opts.tlsCertFile && opts.tlsKeyFile;
     const server = tls
       ? createHttpsServer({
+          ...HTTP_SERVER_OPTIONS,
           cert: await readFile(opts.tlsCertFile ?? ''),
           key: await readFile(opts.tlsKeyFile ?? ''),
+          handshakeTimeout: HTTP_SERVER_OPTIONS.headersTimeout,
         })
-      : createHttpServer();
+      : createHttpServer(HTTP_SERVER_OPTIONS);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(port, host, () => {
@@ -126,52 +151,60 @@ export class StreamingServer {
    */
   async close(): Promise<void> {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
-    for (const socket of this.sockets) socket.destroy();
+    this.guard.destroyAll();
+    this.tokens.clear();
     const settled = Promise.allSettled([...this.sessions]);
     await Promise.race([settled, new Promise((r) => setTimeout(r, SESSION_CLOSE_WAIT_MS).unref())]);
     await closed;
   }
 
-  private track(socket: Duplex): void {
-    if (this.sockets.has(socket)) return;
-    this.sockets.add(socket);
-    socket.once('close', () => this.sockets.delete(socket));
-  }
-
   private onRequest(req: IncomingMessage, res: ServerResponse): void {
-    const found = this.lookup(req);
-    if (!found) {
-      res.writeHead(404, { 'Content-Type': 'text/plain' }).end('404 page not found\n');
+    const routed = this.route(req);
+    if ('status' in routed) {
+      refuse(res, routed.status, routed.message, routed.headers);
       return;
     }
-    res
-      .writeHead(400, { 'Content-Type': 'text/plain' })
-      .end('unable to upgrade: the request is not an upgrade to SPDY/3.1 or websocket\n');
+    refuse(res, 400, 'unable to upgrade: the request is not an upgrade to SPDY/3.1 or websocket');
   }
 
-  /** Consumes the token of /<kind>/<token>; undefined for any other path, method or token. */
-  private lookup(req: IncomingMessage): StreamRequest | undefined {
-    if (req.method !== 'GET' && req.method !== 'POST') return undefined;
-    const path = new URL(req.url ?? '/', 'http://streaming').pathname;
-    const [, kind, token, ...rest] = path.split('/');
-    if (!kind || !token || rest.length > 0 || !ROUTES.has(kind)) return undefined;
+  /**
+   * Consumes the token of GET or POST /<kind>/<token>. A path that is no route is a 404 (the token
+   * untouched), another method on a route a 405, an unknown, used or expired token a 404.
+   */
+  private route(req: IncomingMessage): Routed {
+    const target = parseTarget(req.url);
+    if (isRefusal(target)) return target;
+    const [, kind, token] = ROUTE.exec(target.path) ?? [];
+    if (kind === undefined || token === undefined) return NOT_FOUND;
+    if (!METHODS.includes(req.method ?? '')) {
+      return {
+        status: 405,
+        message: `method ${req.method ?? ''} not allowed`,
+        headers: { Allow: METHODS.join(', ') },
+      };
+    }
     const request = this.tokens.consume(token);
-    return request?.kind === kind ? request : undefined;
+    return request?.kind === kind ? { request, query: target.query } : NOT_FOUND;
   }
 
   private async onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
-    const request = this.lookup(req);
-    if (!request) {
-      rejectUpgrade(socket, 404, '404 page not found');
+    const routed = this.route(req);
+    if ('status' in routed) {
+      rejectUpgrade(socket, routed.status, routed.message, headerLines(routed.headers));
       return;
     }
+    const { request, query } = routed;
     const upgrade = (req.headers.upgrade ?? '').toLowerCase();
     if (upgrade === 'websocket') {
-      this.upgradeWebSocket(req, socket, head, request);
+      await this.upgradeWebSocket(req, socket, head, request, query);
     } else if (upgrade === 'spdy/3.1') {
       this.upgradeSpdy(req, socket, head, request);
     } else {
-      rejectUpgrade(socket, 400, `unable to upgrade: unsupported upgrade "${req.headers.upgrade ?? ''}"`);
+      rejectUpgrade(
+        socket,
+        400,
+        `unable to upgrade: unsupported upgrade ${JSON.stringify(req.headers.upgrade ?? '')}`,
+      );
     }
   }
 
@@ -208,7 +241,13 @@ export class StreamingServer {
     conn.feed(head);
   }
 
-  private upgradeWebSocket(req: IncomingMessage, socket: Duplex, head: Buffer, request: StreamRequest): void {
+  private async upgradeWebSocket(
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    request: StreamRequest,
+    query: string,
+  ): Promise<void> {
     const offered = listHeader(req.headers['sec-websocket-protocol']);
     const supported: readonly string[] =
       request.kind === 'portforward' ? WS_PORTFORWARD_PROTOCOLS : WS_REMOTECOMMAND_PROTOCOLS;
@@ -225,38 +264,41 @@ export class StreamingServer {
     let ports: number[] = [];
     if (request.kind === 'portforward') {
       try {
-        ports = queryPorts(req, request.ports);
+        ports = queryPorts(query, request.ports);
       } catch (err) {
         rejectUpgrade(socket, 400, errorMessage(err));
         return;
       }
     }
     // ws is loaded by the first WebSocket client: a berthd nobody execs into does not hold it.
-    void import('ws').then(
-      ({ WebSocketServer }) => {
-        // ws picks the protocol through this hook; the choice was made above.
-        const wss = new WebSocketServer({
-          noServer: true,
-          maxPayload: WS_MAX_PAYLOAD,
-          handleProtocols: () => protocol || false,
-        });
-        wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
-          wss.close();
-          if (this.opts.idleTimeoutMs > 0 && 'setTimeout' in socket) {
-            (socket as Socket).setTimeout(this.opts.idleTimeoutMs, () => ws.terminate());
-          }
-          ws.on('error', (err) => this.logger.debug({ err: errorMessage(err) }, 'websocket failed'));
-          if (request.kind === 'portforward') {
-            servePortForwardWebSocket(ws, protocol, ports, request, this.runtime, this.logger);
-          } else {
-            this.trackSession(
-              this.runSession(request, Promise.resolve(webSocketSession(ws, protocol, request))),
-            );
-          }
-        });
-      },
-      (err: unknown) => rejectUpgrade(socket, 500, `websocket support did not load: ${errorMessage(err)}`),
-    );
+    let ws: typeof import('ws');
+    try {
+      ws = await import('ws');
+    } catch (err) {
+      rejectUpgrade(socket, 500, `websocket support did not load: ${errorMessage(err)}`);
+      return;
+    }
+    // ws picks the protocol through this hook; the choice was made above.
+    const wss = new ws.WebSocketServer({
+      ...WS_SERVER_OPTIONS,
+      noServer: true,
+      handleProtocols: () => protocol || false,
+    });
+    // A handshake ws refuses (bad key or version, not GET) is answered and closed by ws itself.
+    wss.handleUpgrade(req, socket, head, (conn: WebSocket) => {
+      wss.close();
+      if (this.opts.idleTimeoutMs > 0 && 'setTimeout' in socket) {
+        (socket as Socket).setTimeout(this.opts.idleTimeoutMs, () => conn.terminate());
+      }
+      conn.on('error', (err) => this.logger.debug({ err: errorMessage(err) }, 'websocket failed'));
+      if (request.kind === 'portforward') {
+        servePortForwardWebSocket(conn, protocol, ports, request, this.runtime, this.logger);
+      } else {
+        this.trackSession(
+          this.runSession(request, Promise.resolve(webSocketSession(conn, protocol, request))),
+        );
+      }
+    });
   }
 
   private trackSession(session: Promise<void>): void {
@@ -307,11 +349,10 @@ export class StreamingServer {
 }
 
 function rejectUpgrade(socket: Duplex, code: number, message: string, extraHeaders: string[] = []): void {
-  const reason = code === 404 ? 'Not Found' : code === 403 ? 'Forbidden' : 'Bad Request';
   const body = `${message}\n`;
   socket.end(
     [
-      `HTTP/1.1 ${code} ${reason}`,
+      `HTTP/1.1 ${code} ${reasonPhrase(code)}`,
       'Content-Type: text/plain; charset=utf-8',
       `Content-Length: ${Buffer.byteLength(body)}`,
       'Connection: close',
@@ -320,6 +361,10 @@ function rejectUpgrade(socket: Duplex, code: number, message: string, extraHeade
       body,
     ].join('\r\n'),
   );
+}
+
+function headerLines(headers: Record<string, string> = {}): string[] {
+  return Object.entries(headers).map(([name, value]) => `${name}: ${value}`);
 }
 
 /** A header that may be repeated or comma-joined (Node joins repeats with ", "). */
@@ -332,8 +377,8 @@ function listHeader(value: string | string[] | undefined): string[] {
 }
 
 /** WebSocket port-forward ports: the URL's `port` parameters, else the ports the RPC named. */
-function queryPorts(req: IncomingMessage, requested: number[]): number[] {
-  const values = new URL(req.url ?? '/', 'http://streaming').searchParams.getAll('port');
+function queryPorts(query: string, requested: number[]): number[] {
+  const values = new URLSearchParams(query).getAll('port');
   const ports = values.flatMap((v) => v.split(',')).map((p) => parsePort(p.trim()));
   const chosen = ports.length > 0 ? ports : requested;
   if (chosen.length === 0) throw new Error('query parameter "port" is required');
@@ -345,4 +390,10 @@ function queryPorts(req: IncomingMessage, requested: number[]): number[] {
 
 function isWildcard(host: string): boolean {
   return host === '0.0.0.0' || host === '::' || host === '[::]';
+}
+
+/** About what a prepared request holds, for the token cache's bound: an exec's command line. */
+function requestBytes(req: StreamRequest): number {
+  if (req.kind === 'exec') return req.cmd.reduce((n, arg) => n + arg.length + 16, 0);
+  return req.kind === 'portforward' ? req.ports.length * 8 : 0;
 }

@@ -2,6 +2,7 @@ import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { pipeline, type Readable, type Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createGunzip } from 'node:zlib';
+import { checkSpawned } from '../process/spawn.js';
 import { UnpackError } from './errors.js';
 
 /**
@@ -96,9 +97,10 @@ function gzip(source: Readable): Decompressor {
 type ZstdChild = ChildProcessByStdio<Writable, Readable, Readable>;
 
 function zstd(source: Readable): Decompressor {
-  const child: ZstdChild = spawn(ZSTD, ['-d', '-c', '-q', ZSTD_MAX_WINDOW], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
+  const child: ZstdChild = checkSpawned(
+    spawn(ZSTD, ['-d', '-c', '-q', ZSTD_MAX_WINDOW], { stdio: ['pipe', 'pipe', 'pipe'] }),
+    ZSTD,
+  );
   let spawnError: Error | undefined;
   let sourceError: Error | undefined;
   let killedByUs = false;

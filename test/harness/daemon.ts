@@ -38,6 +38,11 @@ export interface TestDaemonOptions {
   cgroup?: string;
   /** The umask berthd is started under (the test process's own by default). */
   umask?: number;
+  /**
+   * berthd's open-file limit (soft and hard), set by prlimit(1), which then execs the launcher: a
+   * daemon that runs out of file descriptors soon.
+   */
+  fdLimit?: number;
 }
 
 /**
@@ -147,11 +152,15 @@ export class TestDaemon {
 
   async start(env: Record<string, string> = {}): Promise<void> {
     const binDirs = ['/usr/lib/cni', join(FIXTURES, 'cni')].flatMap((d) => ['--cni-bin-dir', d]);
+    const argv = [LAUNCHER, ...this.args(), ...binDirs];
+    const limit = this.opts.fdLimit;
+    const [file = LAUNCHER, ...rest] =
+      limit === undefined ? argv : ['prlimit', `--nofile=${limit}:${limit}`, '--', ...argv];
     // A child inherits the umask, and spawn forks before it returns: set only around it.
     const ownUmask = this.opts.umask === undefined ? undefined : process.umask(this.opts.umask);
     let proc: ChildProcess;
     try {
-      proc = spawn(LAUNCHER, [...this.args(), ...binDirs], {
+      proc = spawn(file, rest, {
         env: { ...process.env, BERTH_NODE: process.execPath, ...this.opts.env, ...env },
         stdio: ['ignore', 'ignore', 'pipe'],
       });

@@ -80,11 +80,13 @@ stop_grace_period = "0s"
 [streaming]
 address = "[::1]:10010"
 idle_timeout = "30m"
+max_connections = 100
 tls_cert = "/srv/tls/streaming.crt"
 tls_key = "/srv/tls/streaming.key"
 
 [metrics]
 address = "0.0.0.0:9650"
+max_connections = 8
 `;
 
 describe('loadConfig defaults', () => {
@@ -112,9 +114,11 @@ describe('loadConfig defaults', () => {
       stopGraceMs: 10_000,
       streamingAddress: '127.0.0.1:0',
       streamingIdleTimeoutMs: 4 * 3_600_000,
+      streamingMaxConnections: 512,
       streamingTlsCert: '',
       streamingTlsKey: '',
       metricsAddress: '127.0.0.1:9649',
+      metricsMaxConnections: 64,
     });
   });
 
@@ -161,9 +165,11 @@ describe('loadConfig config file', () => {
       stopGraceMs: 0,
       streamingAddress: '[::1]:10010',
       streamingIdleTimeoutMs: 30 * 60_000,
+      streamingMaxConnections: 100,
       streamingTlsCert: '/srv/tls/streaming.crt',
       streamingTlsKey: '/srv/tls/streaming.key',
       metricsAddress: '0.0.0.0:9650',
+      metricsMaxConnections: 8,
     });
   });
 
@@ -179,6 +185,26 @@ describe('loadConfig config file', () => {
     const config = run(['--streaming-address', ':10010', '--streaming-idle-timeout', '0s']);
     assert.equal(config.streamingAddress, ':10010');
     assert.equal(config.streamingIdleTimeoutMs, 0);
+  });
+
+  it('reads connection caps as whole numbers in range, naming the key or flag', () => {
+    assert.equal(run(['--streaming-max-connections', '20']).streamingMaxConnections, 20);
+    assert.equal(run(['--metrics-max-connections=3']).metricsMaxConnections, 3);
+    fails(['--streaming-max-connections', '0'], ['--streaming-max-connections', 'from 1']);
+    fails(['--streaming-max-connections', '1e3'], ['--streaming-max-connections', 'whole number']);
+    fails(['--metrics-max-connections=-1'], ['--metrics-max-connections', 'whole number']);
+    fails(
+      ['--config', tomlFile('[streaming]\nmax_connections = "20"\n')],
+      ['streaming.max_connections', 'integer'],
+    );
+    fails(
+      ['--config', tomlFile('[metrics]\nmax_connections = 2.5\n')],
+      ['metrics.max_connections', 'float 2.5'],
+    );
+    fails(
+      ['--config', tomlFile('[metrics]\nmax_connections = 2000000\n')],
+      ['metrics.max_connections', 'to 1000000'],
+    );
   });
 
   it('turns metrics off with an empty address and checks any other', () => {

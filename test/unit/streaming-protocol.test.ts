@@ -48,6 +48,7 @@ function closed(emitter: Readable | SpdyConnection): Promise<void> {
 describe('TokenCache', () => {
   it('hands out URL-safe tokens that can be used once', () => {
     const cache = new TokenCache<string>(60_000);
+    cleanups.push(() => cache.clear());
     const token = cache.insert('exec');
     assert.match(token, /^[A-Za-z0-9_-]{20,}$/);
     assert.notEqual(cache.insert('other'), token);
@@ -58,7 +59,7 @@ describe('TokenCache', () => {
 
   it('forgets tokens once the TTL passed', () => {
     let now = 1_000;
-    const cache = new TokenCache<string>(500, 10, () => now);
+    const cache = new TokenCache<string>(500, { now: () => now });
     const early = cache.insert('early');
     const late = cache.insert('late');
     now = 1_499;
@@ -69,11 +70,23 @@ describe('TokenCache', () => {
     cache.insert('swept');
     assert.equal(cache.size, 1);
     now = 2_000;
+    cache.insert('sweeps the expired one');
+    assert.equal(cache.size, 1);
+    cache.clear();
+  });
+
+  it('drops expired entries by itself, with nobody looking them up', async () => {
+    const cache = new TokenCache<string>(30, { weigh: (v) => v.length });
+    cache.insert('a'.repeat(1000));
+    cache.insert('b'.repeat(1000));
+    assert.equal(cache.bytes, 2000);
+    await new Promise((resolve) => setTimeout(resolve, 300));
     assert.equal(cache.size, 0);
+    assert.equal(cache.bytes, 0);
   });
 
   it('evicts the oldest entry when full', () => {
-    const cache = new TokenCache<number>(60_000, 2);
+    const cache = new TokenCache<number>(60_000, { maxEntries: 2 });
     const first = cache.insert(1);
     const second = cache.insert(2);
     const third = cache.insert(3);
@@ -81,6 +94,21 @@ describe('TokenCache', () => {
     assert.equal(cache.consume(first), undefined);
     assert.equal(cache.consume(second), 2);
     assert.equal(cache.consume(third), 3);
+    cache.clear();
+  });
+
+  it('bounds the bytes it holds: the oldest go first, a value over the bound is refused', () => {
+    const cache = new TokenCache<string>(60_000, { weigh: (v) => v.length, maxBytes: 2500 });
+    const first = cache.insert('a'.repeat(1000));
+    const second = cache.insert('b'.repeat(1000));
+    const third = cache.insert('c'.repeat(1000));
+    assert.equal(cache.bytes, 2000);
+    assert.equal(cache.consume(first), undefined);
+    assert.equal(cache.consume(second)?.length, 1000);
+    assert.equal(cache.consume(third)?.length, 1000);
+    assert.throws(() => cache.insert('d'.repeat(2501)), { name: 'ResourceExhaustedError' });
+    assert.equal(cache.bytes, 0);
+    cache.clear();
   });
 });
 
@@ -164,7 +192,7 @@ describe('channelSocket', () => {
   it('frames binary messages with the channel byte', async () => {
     const { server, client } = await wsPair();
     const next = inbox(client);
-    channelSocket(server, false, false).writable(1).write('x');
+    channelSocket(server, false, false, 5).writable(1).write('x');
     const message = await next();
     assert.equal(message.isBinary, true);
     assert.deepEqual([...message.data], [1, 0x78]);
@@ -173,7 +201,7 @@ describe('channelSocket', () => {
   it('frames base64 messages as text: the channel digit, then base64', async () => {
     const { server, client } = await wsPair();
     const next = inbox(client);
-    channelSocket(server, true, false).writable(1).write('x');
+    channelSocket(server, true, false, 5).writable(1).write('x');
     const message = await next();
     assert.equal(message.isBinary, false);
     assert.equal(message.data.toString(), '1' + Buffer.from('x').toString('base64'));
@@ -181,14 +209,15 @@ describe('channelSocket', () => {
 
   it('routes the peer’s messages to the readable of their channel', async () => {
     const { server, client } = await wsPair();
-    const channels = channelSocket(server, false, false);
+    const channels = channelSocket(server, false, false, 5);
     const stdin = channels.readable(0);
     const resize = channels.readable(4);
     const got: string[] = [];
     stdin.on('data', (c: Buffer) => got.push(`0:${c.toString()}`));
     resize.on('data', (c: Buffer) => got.push(`4:${c.toString()}`));
-    // Channel 7 was never asked for and an empty message carries nothing: both are dropped.
-    client.send(bytes(7, 'nobody'));
+    // Channel 3 is one of ours that nobody reads from, and an empty message carries nothing: both
+    // are dropped.
+    client.send(bytes(3, 'nobody'));
     client.send(bytes(0));
     client.send(bytes(0, 'hello'));
     client.send(bytes(4, '{}'));
@@ -199,7 +228,7 @@ describe('channelSocket', () => {
 
   it('decodes base64 text messages from the peer', async () => {
     const { server, client } = await wsPair();
-    const stdin = channelSocket(server, true, false).readable(0);
+    const stdin = channelSocket(server, true, false, 5).readable(0);
     const received = collect(stdin);
     client.send('0' + Buffer.from('hi there').toString('base64'));
     client.close();
@@ -208,7 +237,7 @@ describe('channelSocket', () => {
 
   it('ends a readable on [255, channel] when closing is supported', async () => {
     const { server, client } = await wsPair();
-    const channels = channelSocket(server, false, true);
+    const channels = channelSocket(server, false, true, 5);
     const stdin = channels.readable(0);
     const received = collect(stdin);
     client.send(bytes(0, 'abc'));
@@ -217,19 +246,31 @@ describe('channelSocket', () => {
     assert.equal(server.readyState, WebSocket.OPEN);
   });
 
-  it('treats [255, channel] as channel 255 data when closing is not supported', async () => {
-    const { server, client } = await wsPair();
-    const stdin = channelSocket(server, false, false).readable(0);
-    const received = collect(stdin);
-    client.send(Buffer.from([255, 0]));
-    client.send(bytes(0, 'still open'));
-    client.close();
-    assert.equal((await received).toString(), 'still open');
+  it('closes with 1002 on a channel the session does not have', { timeout: 30_000 }, async () => {
+    for (const [base64, supportsClose, message] of [
+      [false, false, bytes(5, 'past the last channel')],
+      // Without v5's closing, [255, 0] is a message on channel 255.
+      [false, false, Buffer.from([255, 0])],
+      [false, true, Buffer.from([255, 9])],
+      [false, true, Buffer.from([255, 0, 0])],
+      [true, false, '/' + Buffer.from('below the digits').toString('base64')],
+      [true, false, 'z' + Buffer.from('no digit').toString('base64')],
+    ] as const) {
+      const { server, client } = await wsPair();
+      const stdin = channelSocket(server, base64, supportsClose, 5).readable(0);
+      const received = collect(stdin);
+      const closing = once(client, 'close');
+      client.send(message);
+      client.send(bytes(0, 'after'));
+      const [code] = (await closing) as [number];
+      assert.equal(code, 1002, `${String(message)}`);
+      assert.equal((await received).toString(), '', 'nothing after the violation is passed on');
+    }
   });
 
   it('survives data for a channel the peer already closed', async () => {
     const { server, client } = await wsPair();
-    const channels = channelSocket(server, false, true);
+    const channels = channelSocket(server, false, true, 5);
     const stdin = channels.readable(0);
     const marker = channels.readable(4);
     const errors: Error[] = [];
@@ -246,7 +287,7 @@ describe('channelSocket', () => {
 
   it('ends every readable when the socket closes, and refuses to send after', async () => {
     const { server, client } = await wsPair();
-    const channels = channelSocket(server, false, false);
+    const channels = channelSocket(server, false, false, 5);
     const ends = [0, 4].map((c) => once(channels.readable(c).resume(), 'end'));
     client.close();
     await Promise.all(ends);
