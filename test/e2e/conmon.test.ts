@@ -291,11 +291,11 @@ test('reopenLog: after a rename, new lines go to a fresh file at the old path', 
   await runc.kill(id, 'SIGKILL');
   assert.equal((await waitExit(id)).exitCode, 137);
   assert.ok(await waitForExit(created.monitorPid, T));
-  // conmon is gone: its ctl fifo has no reader, and the call fails at once instead of hanging.
+  // conmon is gone: its ctl fifo has no reader, and the call fails instead of hanging.
   const started = Date.now();
   await assert.rejects(conmon.reopenLog(bundle, logPath), { name: 'FailedPreconditionError' });
   await assert.rejects(conmon.reopenLog(join(base, 'no-such-bundle')), { name: 'FailedPreconditionError' });
-  assert.ok(Date.now() - started < 1_000);
+  assert.ok(Date.now() - started < T);
   await runc.delete(id);
   await exits.forget(id);
 });
@@ -391,7 +391,8 @@ test('a conmon that fails, hangs or is missing: typed errors, nothing left runni
     assert.match(err.message, /timed out/);
     return true;
   });
-  assert.ok(Date.now() - started < 5_000);
+  // Killed at the timeout, not left to sleep its ten minutes.
+  assert.ok(Date.now() - started < 3 * T);
   await waitFor(async () => (await processesMentioningBase()).length === 0, T, {
     what: 'the hung fake to be killed',
   });

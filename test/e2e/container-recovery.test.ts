@@ -12,7 +12,6 @@ import { existsSync } from 'node:fs';
 import { lstat, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, describe, test, type TestContext } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { status } from '@grpc/grpc-js';
 import { REMOVE_FILES_STEP } from '../../src/container/teardown.js';
 import { run } from '../../src/exec.js';
@@ -144,9 +143,10 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       const { log } = await startAndLog(d);
       assertLogged(log, 'rolled back a CreateContainer interrupted by a daemon exit', { container: id });
       await rejectsWith(containerStatus(d.cri, id), status.NOT_FOUND);
-      // conmon writes its exit file when its container dies, after the rollback killed it.
-      await sleep(1_000);
-      assert.deepEqual(await leftoversOf(d, id), []);
+      // conmon writes its exit file when its container dies, after the rollback killed it: once
+      // that conmon is gone, nothing of the container may stay.
+      await waitFor(async () => (await d.conmonPids(id)).length === 0, 30_000, { what: 'conmon to exit' });
+      await assertNoLeftovers(d, id);
       await assertPodWorks(d, pod, 'unrecorded');
       await removePod(d, pod);
       await assertHostClean(d);
@@ -203,7 +203,7 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       const before = await containerStatus(d.cri, id);
       assert.equal(before.state, 'CONTAINER_RUNNING');
       await d.kill9();
-      await sleep(3_000);
+      await d.waitForExitFile(id);
 
       const { log, at } = await startAndLog(d);
 
@@ -379,7 +379,7 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       await waitFor(async () => !(await isRunning(pid)), 10_000);
 
       // kubelet polls ContainerStatus and ListContainers (PLEG relists every second).
-      const ended = await waitContainerState(d.cri, id, 'CONTAINER_EXITED', 3_000);
+      const ended = await waitContainerState(d.cri, id, 'CONTAINER_EXITED');
       assert.equal(ended.exit_code, 255);
       assert.equal(ended.reason, 'Unknown');
       const exited = await d.cri.call<{ containers: { id: string }[] }>('ListContainers', {

@@ -21,6 +21,7 @@ import { loadCriDefinitions } from '../../src/cri/loader.js';
 import type { ContainerEventResponse__Output as WireEvent } from '../../src/cri/generated/runtime/v1/ContainerEventResponse.js';
 import type { ContainerStatus__Output as WireContainerStatus } from '../../src/cri/generated/runtime/v1/ContainerStatus.js';
 import type { PodSandboxStatus__Output as WirePodStatus } from '../../src/cri/generated/runtime/v1/PodSandboxStatus.js';
+import { ANSWER_BOUND_MS } from '../harness/bounds.js';
 import { SHARED_PID_LINUX, useDaemon, type TestDaemon } from '../harness/daemon.js';
 import { useBusyboxImage } from '../harness/images.js';
 import {
@@ -177,11 +178,12 @@ describe('GetContainerEvents', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
       }),
     );
     assert.ok(dropped(), 'the subscriber that never reads was not dropped');
-    // Every create, start and remove answered promptly while one subscriber held nothing.
-    assert.ok(slowest.ms < 5_000, `an rpc took ${slowest.ms} ms`);
-    const version = Date.now();
-    await d.cri.call('Version', {});
-    assert.ok(Date.now() - version < 1_000);
+    // Every create, start and remove answered while one subscriber held nothing. One that waited
+    // for it would wait for good: the events that get it dropped come from the calls that wait.
+    // How fast they answer depends on the machine, so the bound is the hang bound.
+    t.diagnostic(`slowest create, start or remove: ${slowest.ms} ms`);
+    assert.ok(slowest.ms < ANSWER_BOUND_MS, `an rpc took ${slowest.ms} ms`);
+    await d.cri.call('Version', {}, { deadlineMs: ANSWER_BOUND_MS });
 
     // The reading subscriber got all four events of every container, each container's in order.
     // Workers finish out of order: the last container listed need not be the last one removed.

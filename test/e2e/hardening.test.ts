@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { cgroupsPath } from '../../src/oci/cgroups.js';
+import { ANSWER_BOUND_MS } from '../harness/bounds.js';
 import { hierarchiesHolding } from '../harness/cgroups.js';
 import { podConfig, TestDaemon } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
@@ -79,25 +80,24 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
   }
 
   describe('huge fields', () => {
-    it('a 110,000-character id is refused at once, and the connection keeps working', async () => {
+    // A status quoting the whole id once stalled the connection: its calls never answered. Each
+    // call here has the hang bound as its deadline, so a stall fails as DEADLINE_EXCEEDED.
+    it('a 110,000-character id is refused without a stall, and the connection keeps working', async () => {
+      const bounded = { deadlineMs: ANSWER_BOUND_MS };
       for (const rpc of ['ContainerStatus', 'StartContainer', 'StopContainer', 'ContainerStats']) {
-        const started = Date.now();
         const err = await rejectsWith(
-          daemon.cri.call(rpc, { container_id: HUGE }),
+          daemon.cri.call(rpc, { container_id: HUGE }, bounded),
           status.INVALID_ARGUMENT,
           'container_id',
         );
         assert.ok(err.details.length < 1000, `${rpc}: a message of ${err.details.length} characters`);
-        assert.ok(Date.now() - started < 2_000, `${rpc} took ${Date.now() - started} ms`);
       }
       await rejectsWith(
-        daemon.cri.call('PodSandboxStatus', { pod_sandbox_id: HUGE }),
+        daemon.cri.call('PodSandboxStatus', { pod_sandbox_id: HUGE }, bounded),
         status.INVALID_ARGUMENT,
         'pod_sandbox_id',
       );
-      const started = Date.now();
-      await daemon.cri.call('Version', {});
-      assert.ok(Date.now() - started < 1_000);
+      await daemon.cri.call('Version', {}, bounded);
     });
 
     it('huge label selectors and exec commands are INVALID_ARGUMENT naming the field', async () => {
@@ -390,13 +390,13 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
           daemon.cri.callImage('PullImage', { image: { image: reference } }, { deadlineMs: 500 }),
           status.DEADLINE_EXCEEDED,
         );
-        await waitFor(async () => registry.open.size === 0, 5_000);
+        await waitFor(async () => registry.open.size === 0, 30_000);
 
         const patient = daemon.cri.callImage('PullImage', { image: { image: reference } }).then(
           () => null,
           (e: ServiceError) => e,
         );
-        await waitFor(async () => registry.open.size === 1, 5_000);
+        await waitFor(async () => registry.open.size === 1, 30_000);
         await rejectsWith(
           daemon.cri.callImage('PullImage', { image: { image: reference } }, { deadlineMs: 500 }),
           status.DEADLINE_EXCEEDED,

@@ -154,12 +154,14 @@ for (const mode of ['auto', 'always'] as const)
       await new Promise((resolve) => setTimeout(resolve, 1_100));
       const first = await podStats(podA.id);
       const spinning = await nanoCores(podA.id);
-      assert.ok(spinning > 300_000_000n, `a busy loop uses at least 0.3 cores, got ${spinning} nano cores`);
-      assert.ok(spinning > idle + 200_000_000n, `busy ${spinning} vs idle ${idle} nano cores`);
+      // A tenth of a core: the loop's share when both cores are busy with something else; a unit
+      // mistake would be off by a thousand.
+      assert.ok(spinning > 100_000_000n, `a busy loop uses at least 0.1 cores, got ${spinning} nano cores`);
+      assert.ok(spinning > idle + 50_000_000n, `busy ${spinning} vs idle ${idle} nano cores`);
       const later = await podStats(podA.id);
       const before = counter(first.linux?.cpu?.usage_core_nano_seconds, 'cpu usage');
       const after = counter(later.linux?.cpu?.usage_core_nano_seconds, 'cpu usage');
-      assert.ok(after - before > 300_000_000n, `cpu counter moved by ${after - before} ns`);
+      assert.ok(after - before > 100_000_000n, `cpu counter moved by ${after - before} ns`);
       // The pod cgroup holds the containers' cgroups: it counts at least what the busy one used.
       const busyStats = later.linux?.containers.find((c) => c.attributes?.id === busy);
       const busyUsage = counter(busyStats?.cpu?.usage_core_nano_seconds, 'busy cpu usage');

@@ -95,7 +95,7 @@ test('infra container lifecycle in the pinned netns', async () => {
   assert.equal(stdout.trim(), '1', 'sysctl applied inside the pod netns');
 
   await runc.kill(id, 'SIGTERM');
-  assert.ok(await waitForRuncStatus(runc, id, 'stopped', 5_000), 'catatonit exits on SIGTERM');
+  assert.ok(await waitForRuncStatus(runc, id, 'stopped'), 'catatonit exits on SIGTERM');
   await runc.kill(id, 'SIGTERM');
   await runc.kill(id, 'SIGKILL', true);
 

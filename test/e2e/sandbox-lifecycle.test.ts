@@ -124,7 +124,7 @@ async function procCmdline(pid: number): Promise<string[]> {
 }
 
 async function waitGone(pid: number): Promise<void> {
-  await waitFor(async () => !(await isRunning(pid)), 5_000);
+  await waitFor(async () => !(await isRunning(pid)), 30_000);
 }
 
 /** The infra of a pod that ran one is gone; a pod without one reported pid 0 all along. */

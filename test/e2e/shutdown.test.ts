@@ -161,7 +161,7 @@ describe('berthd under a service manager', { skip, timeout: SUITE_TIMEOUT_MS }, 
       const stopMs = Date.now() - signalled;
       assert.deepEqual(exit, { code: 0, signal: null });
       // The exec would run for a minute: berthd did not wait for it.
-      assert.ok(stopMs < 15_000, `berthd took ${stopMs} ms to stop`);
+      assert.ok(stopMs < 40_000, `berthd took ${stopMs} ms to stop`);
       assert.ok(d.output.includes('cancelled the calls still running', outputBefore));
       await execFailed;
       assert.ok(await isRunning(pid), 'the container still runs');

@@ -86,18 +86,17 @@ describe('container cgroups', { skip: isRoot ? false : 'needs root' }, () => {
     const first = await readCgroupStats(cgroupsPath, 'cgroupfs');
     assert.ok(first, 'stats of a live container');
     assert.ok(spec.process);
-    const burn = await execSync(
-      runc,
-      id,
-      { ...spec.process, args: ['/bin/sh', '-c', 'yes > /dev/null'] },
-      {
-        timeoutMs: 300,
-        maxOutputBytes: EXEC_SYNC_OUTPUT_CAP,
-      },
-    );
-    assert.equal(burn.timedOut, true);
-    const second = await readCgroupStats(cgroupsPath, 'cgroupfs');
-    assert.ok(second);
+    const burner = { ...spec.process, args: ['/bin/sh', '-c', 'yes > /dev/null'] };
+    // Bursts of 300 ms until 50 ms of cpu are counted: where both cores are busy with something
+    // else, one burst may get less than that.
+    let second = first;
+    for (let burst = 0; burst < 50 && second.cpuUsageNs - first.cpuUsageNs < 50_000_000n; burst++) {
+      const burn = await execSync(runc, id, burner, { timeoutMs: 300, maxOutputBytes: EXEC_SYNC_OUTPUT_CAP });
+      assert.equal(burn.timedOut, true);
+      const now = await readCgroupStats(cgroupsPath, 'cgroupfs');
+      assert.ok(now);
+      second = now;
+    }
     const burnt = second.cpuUsageNs - first.cpuUsageNs;
     assert.ok(burnt >= 50_000_000n, `only ${burnt} ns of cpu`);
 

@@ -41,6 +41,14 @@ interface UrlResponse {
   url: string;
 }
 
+/**
+ * A shell command that prints the terminal's size once it is `rows cols`, or whatever it is after
+ * about ten seconds: the client's size message races the command's start, and on a busy machine
+ * a fixed sleep can lose.
+ */
+const sttySizeOnce = (rows: number, cols: number): string =>
+  `i=0; while [ "$(stty size)" != "${rows} ${cols}" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; stty size`;
+
 describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
   let registry: TestRegistry;
   let daemon: TestDaemon;
@@ -222,7 +230,7 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
     it('exec -it gets a terminal of the client size inside the container, and resizes', async () => {
       const res = await crictlTty(
         daemon.socket,
-        ['exec', '-it', sleeper, 'sh', '-c', 'tty; sleep 0.2; stty size'],
+        ['exec', '-it', sleeper, 'sh', '-c', `tty; ${sttySizeOnce(33, 101)}`],
         {
           rows: 33,
           cols: 101,
@@ -244,12 +252,17 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
 
     it('^C in exec -it interrupts the command in the container', async () => {
       const started = Date.now();
+      const running = async (): Promise<boolean> =>
+        (await stdoutOf(sleeper, ['ps', '-o', 'args'])).includes('sleep 4323');
+      // Sent once the command runs: crictl has its terminal in raw mode by then, so ^C goes to the
+      // container instead of interrupting crictl itself.
       const res = await crictlTty(daemon.socket, ['exec', '-it', sleeper, 'sh', '-c', 'sleep 4323'], {
         input: '\x03',
-        inputDelayMs: 1500,
+        inputWhen: running,
         keepStdinOpen: true,
       });
-      assert.ok(Date.now() - started < 15_000);
+      // Well before the hour the command would sleep.
+      assert.ok(Date.now() - started < 60_000);
       assert.match(res.stdout + res.stderr, /exit code 130/);
       assert.ok(!(await stdoutOf(sleeper, ['ps', '-o', 'args'])).includes('sleep 4323'));
     });
@@ -415,7 +428,7 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
     });
 
     it('a terminal and a resize message', async () => {
-      const url = await execUrl(sleeper, ['sh', '-c', 'sleep 0.5; stty size'], { tty: true, stderr: false });
+      const url = await execUrl(sleeper, ['sh', '-c', sttySizeOnce(40, 120)], { tty: true, stderr: false });
       const ws = await wsConnect(url, ['v4.channel.k8s.io']);
       ws.send(4, JSON.stringify({ Width: 120, Height: 40 }));
       await ws.closed;
@@ -509,9 +522,16 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
       ).url;
       const ws = await wsConnect(url, ['v4.channel.k8s.io']);
       ws.send(4, JSON.stringify({ Width: 91, Height: 27 }));
-      await new Promise((r) => setTimeout(r, 300));
-      ws.send(0, 'stty size\n');
-      await waitFor(async () => channelText(ws, 1).includes('27 91'), 10_000);
+      // Asked again until the resize has landed: it races the first question on a busy machine.
+      await waitFor(
+        async () => {
+          if (channelText(ws, 1).includes('27 91')) return true;
+          ws.send(0, 'stty size\n');
+          return false;
+        },
+        30_000,
+        { pollMs: 500 },
+      );
       ws.ws.close();
     });
 

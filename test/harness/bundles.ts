@@ -90,7 +90,7 @@ export async function waitForRuncStatus(
   runc: Runc,
   id: string,
   status: ContainerState['status'],
-  timeoutMs = 5_000,
+  timeoutMs = 30_000,
 ): Promise<boolean> {
   return waitFor(async () => (await runc.state(id))?.status === status, timeoutMs).then(
     () => true,

@@ -340,6 +340,16 @@ export class TestDaemon {
     return { value, growthKiB: rss.peak - rss.before };
   }
 
+  /**
+   * Waits until conmon has recorded container `id`'s exit in its exit file, berthd up or not: the
+   * moment a test that needs an exit to happen while berthd is down may start it again.
+   */
+  async waitForExitFile(id: string, timeoutMs = 30_000): Promise<void> {
+    await waitFor(() => exists(join(this.stateDir, 'exits', id)), timeoutMs, {
+      what: `the exit file of ${id}`,
+    });
+  }
+
   async waitForOutput(text: string, timeoutMs = 30_000): Promise<void> {
     await waitFor(async () => this.output.includes(text), timeoutMs);
   }
@@ -351,9 +361,10 @@ export interface DaemonExit {
   signal: NodeJS.Signals | null;
 }
 
-/** The env that makes berthd's next RunPodSandbox or CreateContainer stop for good before a step. */
-const REMOVED_DIR_WAIT_MS = 5_000;
+/** Room for the background removal of a removed pod's dir on a loaded machine (idle: milliseconds). */
+const REMOVED_DIR_WAIT_MS = 30_000;
 
+/** The env that makes berthd's next RunPodSandbox or CreateContainer stop for good before a step. */
 export const PAUSE_BEFORE_STEP_ENV = 'BERTH_TEST_PAUSE_BEFORE_STEP';
 
 /**

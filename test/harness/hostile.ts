@@ -1,5 +1,5 @@
 /**
- * Hostile request values for the CRI fuzz suite (test/e2e/hostile.test.ts), and a CRI client
+ * Hostile request values for the CRI fuzz suite (test/e2e/hostile-cri-*.test.ts), and a CRI client
  * whose every call carries a deadline. The values come from a fixed list (control characters,
  * unicode edge cases, path traversal, numeric edges, huge strings) plus a few seeded random ones,
  * so a failure reproduces from the seed the suite prints.

@@ -12,6 +12,7 @@ import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { WebSocket } from 'ws';
 import { SpdyConnection, type SpdyStream } from '../../src/spdy/connection.js';
+import { waitFor } from './wait.js';
 
 /** crictl v1.29 from $CRICTL or the shared tools beside the project; null where there is none. */
 export const CRICTL: string | null = (() => {
@@ -272,6 +273,12 @@ export interface ProgramOptions {
   input?: string;
   /** Wait this long before writing the input (a terminal program must first be in raw mode). */
   inputDelayMs?: number;
+  /**
+   * Write the input once this holds (polled, within the program's timeout): e.g. once the command
+   * runs in the container, by which time crictl has its terminal in raw mode, however slow the
+   * machine. A fixed delay is a guess that a busy machine can beat.
+   */
+  inputWhen?: () => Promise<boolean>;
   /** Leave stdin open after the input: `script` turns its stdin's end into input of its own. */
   keepStdinOpen?: boolean;
   timeoutMs?: number;
@@ -286,10 +293,11 @@ export function runProgram(file: string, args: string[], opts: ProgramOptions = 
     child.stderr.setEncoding('utf8');
     child.stdout.on('data', (c: string) => (stdout += c));
     child.stderr.on('data', (c: string) => (stderr += c));
+    const timeoutMs = opts.timeoutMs ?? 30_000;
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`${file} ${args.join(' ')} timed out; stdout: ${stdout} stderr: ${stderr}`));
-    }, opts.timeoutMs ?? 30_000);
+    }, timeoutMs);
     child.on('error', (err) => {
       clearTimeout(timer);
       reject(err);
@@ -303,7 +311,19 @@ export function runProgram(file: string, args: string[], opts: ProgramOptions = 
       if (opts.input !== undefined) child.stdin.write(opts.input);
       if (!opts.keepStdinOpen) child.stdin.end();
     };
-    if (opts.inputDelayMs) setTimeout(write, opts.inputDelayMs);
+    const { inputWhen } = opts;
+    if (inputWhen) {
+      // A program that ended meanwhile stops the polling too.
+      const ended = (): boolean => child.exitCode !== null || child.signalCode !== null;
+      const due = async (): Promise<boolean> => ended() || (await inputWhen());
+      waitFor(due, timeoutMs, { pollMs: 200, what: 'the moment to write the input' }).then(
+        write,
+        (err: unknown) => {
+          child.kill('SIGKILL');
+          reject(err instanceof Error ? err : new Error(String(err)));
+        },
+      );
+    } else if (opts.inputDelayMs) setTimeout(write, opts.inputDelayMs);
     else write();
     child.on('exit', () => child.stdin.destroy());
   });

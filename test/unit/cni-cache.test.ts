@@ -37,7 +37,8 @@ function nameOf(result: LoadNetworkResult): string {
 
 /** inotify events reach the watch asynchronously: what a caller sees right after a change may lag. */
 async function eventually(check: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 200; i++) {
+  // Up to ten seconds or more: a busy machine delivers them late.
+  for (let i = 0; i < 1000; i++) {
     if (await check()) return;
     await sleep(10);
   }

@@ -69,15 +69,17 @@ describe('TransferWatch', () => {
 
   it('keeps a download that moves, however long it takes in total', async () => {
     const { logger } = capturingLogger();
-    const watch = new TransferWatch({ image: 'r.test/app:1', stallTimeoutMs: 80, logger });
+    // 480 ms in total, more than the stall timeout, but data every 30 ms: room for a busy machine
+    // to run the writer late.
+    const watch = new TransferWatch({ image: 'r.test/app:1', stallTimeoutMs: 300, logger });
     const source = new PassThrough();
     const read = readAll(watch.track(source, BLOB));
-    for (let i = 0; i < 8; i++) {
+    for (let i = 0; i < 16; i++) {
       source.write(Buffer.alloc(100));
       await sleep(30);
     }
     source.end();
-    assert.equal(await read, 800);
+    assert.equal(await read, 1600);
     // Nothing is running now: the timer must not fire for an idle pull.
     await sleep(150);
   });

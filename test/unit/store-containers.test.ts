@@ -341,8 +341,9 @@ describe('Store containers', () => {
     assert.equal(rows.length, 500);
     assert.equal(rows[0]?.id, 'id0000');
     assert.equal(rows[499]?.id, 'id0499');
-    // Generous for a loaded CI machine; on a quiet one this takes a few milliseconds.
-    assert.ok(elapsed < 250, `list() took ${elapsed.toFixed(1)} ms`);
+    // A bound for something pathological (seconds), not a speed target: a few milliseconds on a
+    // quiet machine, tens on one whose cores are busy with something else.
+    assert.ok(elapsed < 1_000, `list() took ${elapsed.toFixed(1)} ms`);
   });
 });
 

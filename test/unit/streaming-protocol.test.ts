@@ -25,6 +25,9 @@ import { TokenCache } from '../../src/streaming/tokens.js';
 import { socketPair } from '../harness/sockets.js';
 import type { TerminalSize } from '../../src/streaming/types.js';
 
+/** How long a session waits for the client's streams where they all come: a bound for a hang. */
+const SESSION_BOUND_MS = 10_000;
+
 const cleanups: (() => void)[] = [];
 
 afterEach(() => {
@@ -394,7 +397,7 @@ describe('spdySession', () => {
 
   it('waits for the error, stdin, stdout and stderr streams', async () => {
     const { server, client } = await spdyPair();
-    const pending = spdySession(server, 'v4.channel.k8s.io', opts, 2000);
+    const pending = spdySession(server, 'v4.channel.k8s.io', opts, SESSION_BOUND_MS);
     const streams = await openStreams(client, ['error', 'stdin', 'stdout', 'stderr']);
     const session = await pending;
     assert.equal(session.io.tty, false);
@@ -412,7 +415,7 @@ describe('spdySession', () => {
 
   it('ends with the outputs closed, a JSON status on the error stream, then the connection', async () => {
     const { server, client } = await spdyPair();
-    const pending = spdySession(server, 'v4.channel.k8s.io', opts, 2000);
+    const pending = spdySession(server, 'v4.channel.k8s.io', opts, SESSION_BOUND_MS);
     const streams = await openStreams(client, ['error', 'stdin', 'stdout', 'stderr']);
     const session = await pending;
     const [stdout, stderr, error] = ['stdout', 'stderr', 'error'].map((t) => collect(stream(streams, t)));
@@ -427,7 +430,7 @@ describe('spdySession', () => {
 
   it('writes the text message, not JSON, on channel.k8s.io', async () => {
     const { server, client } = await spdyPair();
-    const pending = spdySession(server, 'channel.k8s.io', opts, 2000);
+    const pending = spdySession(server, 'channel.k8s.io', opts, SESSION_BOUND_MS);
     const streams = await openStreams(client, ['error', 'stdin', 'stdout', 'stderr']);
     const session = await pending;
     const error = collect(stream(streams, 'error'));
@@ -437,7 +440,7 @@ describe('spdySession', () => {
 
   it('writes nothing on the error stream for success on channel.k8s.io', async () => {
     const { server, client } = await spdyPair();
-    const pending = spdySession(server, 'channel.k8s.io', { ...opts, stdin: false }, 2000);
+    const pending = spdySession(server, 'channel.k8s.io', { ...opts, stdin: false }, SESSION_BOUND_MS);
     const streams = await openStreams(client, ['error', 'stdout', 'stderr']);
     const session = await pending;
     assert.equal(session.io.stdin, null);
@@ -448,7 +451,7 @@ describe('spdySession', () => {
 
   it('reads back-to-back JSON sizes from the resize stream with a terminal on v4', async () => {
     const { server, client } = await spdyPair();
-    const pending = spdySession(server, 'v4.channel.k8s.io', { ...opts, tty: true }, 2000);
+    const pending = spdySession(server, 'v4.channel.k8s.io', { ...opts, tty: true }, SESSION_BOUND_MS);
     // With a terminal there is no stderr stream: its output is on stdout.
     const streams = await openStreams(client, ['error', 'stdin', 'stdout', 'resize']);
     const session = await pending;
@@ -474,7 +477,12 @@ describe('spdySession', () => {
 
   it('resets streams of a type it did not ask for', async () => {
     const { server, client } = await spdyPair();
-    const pending = spdySession(server, 'v4.channel.k8s.io', { ...opts, stdin: false, stderr: false }, 2000);
+    const pending = spdySession(
+      server,
+      'v4.channel.k8s.io',
+      { ...opts, stdin: false, stderr: false },
+      SESSION_BOUND_MS,
+    );
     const bogus = await client.openStream({ streamType: 'resize' });
     const bogusClosed = closed(bogus);
     await openStreams(client, ['error', 'stdout']);
@@ -487,7 +495,8 @@ describe('spdySession', () => {
 
   it('gives up after the timeout when a stream never comes', async () => {
     const { server, client } = await spdyPair();
-    const pending = spdySession(server, 'v4.channel.k8s.io', opts, 200);
+    // Short, as the wait is the point; long enough for the two streams on a busy machine.
+    const pending = spdySession(server, 'v4.channel.k8s.io', opts, 1_000);
     await openStreams(client, ['error', 'stdout']);
     await assert.rejects(pending, /timed out waiting for client streams \(have error, stdout\)/);
     assert.ok(server.isClosed);
@@ -495,7 +504,7 @@ describe('spdySession', () => {
 
   it('fails when the client leaves before opening its streams', async () => {
     const { server, client } = await spdyPair();
-    const pending = spdySession(server, 'v4.channel.k8s.io', opts, 2000);
+    const pending = spdySession(server, 'v4.channel.k8s.io', opts, SESSION_BOUND_MS);
     await openStreams(client, ['error']);
     client.close();
     await assert.rejects(pending, /closed the connection/);
@@ -503,7 +512,7 @@ describe('spdySession', () => {
 
   it('aborts the signal when the client goes away mid-session', async () => {
     const { server, client } = await spdyPair();
-    const pending = spdySession(server, 'v4.channel.k8s.io', opts, 2000);
+    const pending = spdySession(server, 'v4.channel.k8s.io', opts, SESSION_BOUND_MS);
     await openStreams(client, ['error', 'stdin', 'stdout', 'stderr']);
     const session = await pending;
     const aborted = once(session.io.signal, 'abort');
