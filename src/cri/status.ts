@@ -16,8 +16,9 @@ import { RegistryAuthError, RegistryConnectError, RegistryUnavailableError } fro
 
 /** The one place where domain errors become gRPC status codes. */
 export function grpcCode(err: unknown): status {
-  // A full disk is the same answer wherever it struck: the database, a layer, runc, a plugin.
-  if (outOfSpace(err)) return status.RESOURCE_EXHAUSTED;
+  // A full disk, or no file descriptor left, is the same answer wherever it struck: the database, a
+  // layer, runc, a plugin, a file berthd opens.
+  if (exhausted(err)) return status.RESOURCE_EXHAUSTED;
   if (err instanceof StepError) return err.cause instanceof BerthError ? stepCode(err.cause) : status.UNKNOWN;
   if (err instanceof InvalidArgumentError) return status.INVALID_ARGUMENT;
   if (err instanceof RegistryAuthError) {
@@ -49,15 +50,16 @@ export function grpcCode(err: unknown): status {
 const IMAGE_MISMATCH =
   /executable file not found|no such file or directory|not a directory|permission denied/;
 
-const OUT_OF_SPACE_CODES = new Set(['ENOSPC', 'EDQUOT', 'SQLITE_FULL']);
+const EXHAUSTED_CODES = new Set(['ENOSPC', 'EDQUOT', 'SQLITE_FULL', 'EMFILE', 'ENFILE']);
 /** How host programs and SQLite word it when the error itself carries no code. */
-const OUT_OF_SPACE_TEXT = /no space left on device|database or disk is full|disk quota exceeded/i;
+const EXHAUSTED_TEXT =
+  /no space left on device|database or disk is full|disk quota exceeded|too many open files/i;
 
-function outOfSpace(err: unknown): boolean {
+function exhausted(err: unknown): boolean {
   for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; depth++) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && OUT_OF_SPACE_CODES.has(code)) return true;
-    if (OUT_OF_SPACE_TEXT.test(e.message)) return true;
+    if (typeof code === 'string' && EXHAUSTED_CODES.has(code)) return true;
+    if (EXHAUSTED_TEXT.test(e.message)) return true;
     e = e.cause;
   }
   return false;

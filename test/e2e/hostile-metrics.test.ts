@@ -12,6 +12,8 @@ import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Rng, hostileSeed } from '../harness/hostile.js';
 import {
+  CLOSE_WINDOW_MS,
+  RESET_MAY_LOSE_ANSWER_BYTES,
   headerCases,
   isRefusal,
   rawExchange,
@@ -23,8 +25,6 @@ import { inPool } from '../harness/pool.js';
 import { registrySkip } from '../harness/skip.js';
 
 const SUITE_TIMEOUT_MS = 300_000;
-const CLOSE_WINDOW_MS = 20_000;
-const RESET_MAY_LOSE_ANSWER_BYTES = 64 * 1024;
 const SCRAPE = 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n';
 /** Pipelined scrapes a connection that never reads sends: bounded, and far past any sane client. */
 const PIPELINED = 5_000;

@@ -14,6 +14,8 @@ import { describe, it } from 'node:test';
 import { processesMentioning } from '../../src/process/index.js';
 import { Rng, hostileSeed } from '../harness/hostile.js';
 import {
+  CLOSE_WINDOW_MS,
+  RESET_MAY_LOSE_ANSWER_BYTES,
   headerCases,
   isRefusal,
   rawExchange,
@@ -27,10 +29,6 @@ import { registrySkip } from '../harness/skip.js';
 import { waitFor } from '../harness/wait.js';
 
 const SUITE_TIMEOUT_MS = 400_000;
-/** How long a refused connection may take to be answered and closed: a bound for a hang. */
-const CLOSE_WINDOW_MS = 20_000;
-/** A case this big may be cut off by a reset before its answer arrives: a close alone will do. */
-const RESET_MAY_LOSE_ANSWER_BYTES = 64 * 1024;
 /** A token of the right shape that was never handed out. */
 const UNKNOWN_TOKEN = 'AAAAAAAAAAAAAAAAAAAAAA';
 

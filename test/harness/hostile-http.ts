@@ -10,6 +10,11 @@ import type { Rng } from './hostile.js';
 
 // --- A raw HTTP exchange ----------------------------------------------------------------------
 
+/** How long a refused connection may take to be answered and closed: a bound for a hang. */
+export const CLOSE_WINDOW_MS = 20_000;
+/** A case this big may be cut off by a reset before its answer arrives: a close alone will do. */
+export const RESET_MAY_LOSE_ANSWER_BYTES = 64 * 1024;
+
 export interface RawResponse {
   /** The status of the first response, undefined when none came. */
   status: number | undefined;

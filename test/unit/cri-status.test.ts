@@ -23,6 +23,14 @@ describe('grpcCode', () => {
     assert.equal(grpcCode(wrapped), status.RESOURCE_EXHAUSTED);
   });
 
+  it('no file descriptor left is RESOURCE_EXHAUSTED, not an internal error', () => {
+    const open = errno("EMFILE: too many open files, open '/var/lib/berth/x'", 'EMFILE');
+    assert.equal(grpcCode(open), status.RESOURCE_EXHAUSTED);
+    assert.equal(grpcCode(errno('file table overflow', 'ENFILE')), status.RESOURCE_EXHAUSTED);
+    const runc = new ExecError('runc exec', 1, 'open /proc/self/fd: too many open files', false);
+    assert.equal(grpcCode(new StepError('spec', runc)), status.RESOURCE_EXHAUSTED);
+  });
+
   it('a host program that ran out of time is DEADLINE_EXCEEDED, also inside a step', () => {
     const plugin = new ExecError('/usr/lib/cni/bridge', undefined, '', true);
     assert.equal(grpcCode(plugin), status.DEADLINE_EXCEEDED);
