@@ -36,6 +36,7 @@ import {
 import { findProgram } from '../exec.js';
 import { CREATE_LOG, Runc, readLoggedErrors } from '../oci/runc.js';
 import { isRunning, killQuietly, parentPid, readPidFile, waitForExit } from '../process/index.js';
+import { checkSpawned } from '../process/spawn.js';
 import { allSettledOrThrow } from '../settle.js';
 import type { MonitorCgroup } from './cgroup.js';
 import { MONITOR_ID_PATTERN } from './exits.js';
@@ -204,15 +205,22 @@ export class Conmon {
       // Not exec.ts's run(): conmon needs a pipe on fd 3 and its daemon keeps that pipe (and any
       // stdio pipe) open for the container's lifetime. Its stdout and stderr go to a file instead,
       // read back when it fails.
-      child = spawn(this.opts.binary, this.args(req, runtime), {
-        cwd: persistDir,
-        env: conmonEnv(),
-        stdio: ['ignore', out.fd, out.fd, 'pipe', 'pipe'],
-        detached: true,
-      });
+      child = checkSpawned(
+        spawn(this.opts.binary, this.args(req, runtime), {
+          cwd: persistDir,
+          env: conmonEnv(),
+          stdio: ['ignore', out.fd, out.fd, 'pipe', 'pipe'],
+          detached: true,
+        }),
+        this.opts.binary,
+      );
       // Listening before any await: a spawn error is emitted on the next tick.
       parentExit = exitCodeOf(child);
       sync = awaitSyncMessage(child, this.opts.timeoutMs);
+    } catch (err) {
+      // Out of file descriptors: no conmon ran, so only the files made above are left to go.
+      await this.removeMonitorFiles(req.id).catch(() => undefined);
+      throw err;
     } finally {
       await out.close();
     }
