@@ -92,19 +92,15 @@ export class SpdyConnection extends EventEmitter<SpdyConnectionEvents> implement
     this.nextStreamId = opts.role === 'server' ? 2 : 1;
     this.peerParity = opts.role === 'server' ? 1 : 0;
     this.maxStreams = opts.maxStreams ?? DEFAULT_MAX_STREAMS;
-    this.transport = new SpdyTransport(
-      socket,
-      { ...opts, pingParity: opts.role === 'server' ? 0 : 1 },
-      {
-        frame: (frame) => this.onFrame(frame),
-        ready: () => this.blocked.size === 0,
-        frameFailed: (err) => this.sessionError(err),
-        ended: (err) => {
-          if (err) this.report(err);
-          this.teardown();
-        },
+    this.transport = new SpdyTransport(socket, opts, {
+      frame: (frame) => this.onFrame(frame),
+      ready: () => this.blocked.size === 0,
+      frameFailed: (err) => this.sessionError(err),
+      ended: (err) => {
+        if (err) this.report(err);
+        this.teardown();
       },
-    );
+    });
     this.writer = this.transport.writer;
     socket.on('drain', () => {
       const waiters = [...this.drainWaiters];

@@ -7,10 +7,13 @@
  * while the peer leaves our answers unread past the writer's bound. The socket is paused meanwhile,
  * so the kernel's buffers, not berthd's memory, hold what the peer sends on.
  *
- * A paused socket does not tell that its peer went away, so while paused the peer is sent a PING
- * now and then: a peer that is gone answers it with a reset, and the next write fails. A peer that
- * ended the connection is let go once its frames are handled, or after goneGraceMs if they cannot
- * be (nobody reads the stream they are for).
+ * A paused socket does not tell that its peer went away, so while paused the peer is sent a frame
+ * now and then: a peer that is gone answers it with a TCP reset, and the next write fails. The
+ * frame is an empty SETTINGS, which asks for no answer: a Go client answers a PING under its write
+ * lock, so PINGs sent while its writes are stuck (on the stdin we do not read) would stop its frame
+ * workers one by one, and with them the reading of our output. A peer that ended the connection is
+ * let go once its frames are handled, or after goneGraceMs if they cannot be (nobody reads the
+ * stream they are for).
  */
 import type { Duplex } from 'node:stream';
 import { FrameType, controlFrame, u32 } from './frames.js';
@@ -28,15 +31,10 @@ export interface TransportLimits {
   maxWriteBacklog?: number;
   /** A peer past maxWriteBacklog that takes none of it for this long is closed. */
   writeStallMs?: number;
-  /** While the peer is not read from, it is PINGed this often, to learn whether it went away. */
+  /** While the peer is not read from, it is sent a frame this often, to learn whether it went away. */
   probeIntervalMs?: number;
   /** A peer that ended the connection is let go once its frames are handled, or after this long. */
   goneGraceMs?: number;
-}
-
-export interface TransportOptions extends TransportLimits {
-  /** Our PING ids: even for a server, odd for a client. */
-  pingParity: 0 | 1;
 }
 
 const DEFAULT_MAX_WRITE_BACKLOG = 1024 * 1024;
@@ -55,7 +53,8 @@ export interface TransportHandler {
   ended(err: Error | null): void;
 }
 
-const MAX_PING_ID = 0x7fffffff;
+/** SETTINGS with no entries: a valid frame that changes nothing and is not answered. */
+const PROBE = controlFrame(FrameType.SETTINGS, 0, u32(0));
 
 export class SpdyTransport {
   readonly writer: FrameWriter;
@@ -64,7 +63,6 @@ export class SpdyTransport {
   private readonly idleTimer: NodeJS.Timeout | null = null;
   private probeTimer: NodeJS.Timeout | null = null;
   private goneTimer: NodeJS.Timeout | null = null;
-  private nextPingId: number;
   /** A run of frames is being handled. */
   private busy = false;
   /** The run waits for a frame's handler. */
@@ -75,10 +73,9 @@ export class SpdyTransport {
 
   constructor(
     private readonly socket: Duplex,
-    private readonly opts: TransportOptions,
+    private readonly opts: TransportLimits,
     private readonly handler: TransportHandler,
   ) {
-    this.nextPingId = opts.pingParity === 0 ? 2 : 1;
     this.writer = new FrameWriter(socket, {
       maxBacklog: opts.maxWriteBacklog ?? DEFAULT_MAX_WRITE_BACKLOG,
       stallMs: opts.writeStallMs ?? DEFAULT_WRITE_STALL_MS,
@@ -137,7 +134,7 @@ export class SpdyTransport {
         const frame = this.reader.next();
         if (!frame) break;
         this.goneTimer?.refresh();
-        if (!this.answersOurPing(frame)) this.activity();
+        this.activity();
         const handled = this.handler.frame(frame);
         if (handled) {
           this.waiting = true;
@@ -158,7 +155,7 @@ export class SpdyTransport {
     this.setFlow();
   }
 
-  /** Reads the socket only while frames can be handled; PINGs the peer while it is not read. */
+  /** Reads the socket only while frames can be handled; probes the peer while it is not read. */
   private setFlow(): void {
     if (this.closed) return;
     if (!this.waiting && !this.writer.backedUp && this.handler.ready()) {
@@ -171,7 +168,7 @@ export class SpdyTransport {
     this.socket.pause();
     this.probeTimer ??= this.timer(this.opts.probeIntervalMs ?? DEFAULT_PROBE_INTERVAL_MS, () => {
       this.probeTimer?.refresh();
-      this.writer.write(controlFrame(FrameType.PING, 0, u32(this.takePingId())));
+      this.writer.write(PROBE);
     });
   }
 
@@ -186,22 +183,6 @@ export class SpdyTransport {
     if (this.closed) return;
     this.handler.ended(err);
     this.close();
-  }
-
-  private takePingId(): number {
-    const id = this.nextPingId;
-    this.nextPingId = id + 2 > MAX_PING_ID ? 2 - this.opts.pingParity : id + 2;
-    return id;
-  }
-
-  /** The peer's answer to one of our probes is not traffic of the session's. */
-  private answersOurPing(frame: IncomingFrame): boolean {
-    return (
-      frame.kind === 'control' &&
-      frame.type === FrameType.PING &&
-      frame.body.length === 4 &&
-      frame.body.readUInt32BE(0) % 2 === this.opts.pingParity
-    );
   }
 
   private timer(ms: number, fn: () => void): NodeJS.Timeout {
