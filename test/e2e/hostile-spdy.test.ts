@@ -42,6 +42,9 @@ const DEFAULT_CASES = 40;
 const FUZZ_BUDGET_MS = 300_000;
 const PAGE = 'served to hostile clients\n';
 
+/** A bound for a wait that must not keep the test process alive once everything else is done. */
+const deadline = (ms: number): Promise<void> => sleep(ms, undefined, { ref: false });
+
 interface UrlResponse {
   url: string;
 }
@@ -137,7 +140,7 @@ describe('hostile SPDY on the streaming server', { skip: registrySkip, timeout: 
   /** Resolves once the socket closed, or after `ms`; true when it closed. */
   function closedWithin(socket: Socket, ms: number): Promise<boolean> {
     if (socket.destroyed) return Promise.resolve(true);
-    return Promise.race([once(socket, 'close').then(() => true), sleep(ms).then(() => false)]);
+    return Promise.race([once(socket, 'close').then(() => true), deadline(ms).then(() => false)]);
   }
 
   describe('the findings of issue 22', () => {
@@ -240,7 +243,7 @@ describe('hostile SPDY on the streaming server', { skip: registrySkip, timeout: 
         const exited = once(child, 'exit');
         const code = await Promise.race([
           exited.then(([c]) => c as number | null),
-          sleep(90_000).then(() => 'hung'),
+          deadline(90_000).then(() => 'hung'),
         ]);
         if (code === 'hung') child.kill('SIGKILL');
         assert.equal(code, 0, `crictl: ${String(code)}; output ends with ${JSON.stringify(out)}`);
