@@ -36,7 +36,7 @@ export const GoAwayStatus = { OK: 0, PROTOCOL_ERROR: 1, INTERNAL_ERROR: 2 } as c
 
 /**
  * DATA frames longer than this are refused (their stream gets FRAME_TOO_LARGE and the body is
- * skipped, never buffered): Go peers send at most 32 KiB at once.
+ * skipped, never buffered): Go clients copy in pieces of 32 KiB.
  */
 export const MAX_FRAME_LENGTH = 1 << 20;
 /**

@@ -92,7 +92,7 @@ async function forwardOne(
       throw new Error(`port ${port} was not requested (requested: ${target.ports.join(', ')})`);
     }
     const conn = await runtime.dialPod(target.podSandboxId, port, signal);
-    await bridge(data, data, conn, signal);
+    await bridge(data, data, conn);
   } catch (err) {
     const message = `error forwarding port ${portHeader ?? '?'} to pod ${target.podSandboxId}: ${errorMessage(err)}`;
     logger.debug({ pod: target.podSandboxId, err: errorMessage(err) }, 'port forward failed');
@@ -103,17 +103,12 @@ async function forwardOne(
   }
 }
 
-/**
- * Copies both ways until both directions ended; half-closes are passed on. When the client's
- * connection is gone (`signal`), the pod connection is closed at once: nothing it sends could be
- * delivered, and the pod's server may never end it on its own.
- */
-function bridge(from: Readable, to: Writable, conn: Duplex, signal: AbortSignal): Promise<void> {
+/** Copies both ways until both directions ended; half-closes are passed on. */
+function bridge(from: Readable, to: Writable, conn: Duplex): Promise<void> {
   return new Promise((resolve) => {
     let open = 2;
     const done = (): void => {
       if (--open === 0) {
-        signal.removeEventListener('abort', fail);
         conn.destroy();
         resolve();
       }
@@ -122,11 +117,6 @@ function bridge(from: Readable, to: Writable, conn: Duplex, signal: AbortSignal)
       open = 1;
       done();
     };
-    if (signal.aborted) {
-      fail();
-      return;
-    }
-    signal.addEventListener('abort', fail, { once: true });
     conn.on('error', fail);
     from.on('error', fail);
     to.on('error', fail);
@@ -175,7 +165,7 @@ export function servePortForwardWebSocket(
         await channels.send(dataChannel, portBytes);
         await channels.send(errorChannel, portBytes);
         const conn = await runtime.dialPod(target.podSandboxId, port, aborter.signal);
-        await bridge(input, channels.writable(dataChannel), conn, aborter.signal);
+        await bridge(input, channels.writable(dataChannel), conn);
       } catch (err) {
         logger.debug({ pod: target.podSandboxId, port, err: errorMessage(err) }, 'port forward failed');
         await channels

@@ -20,7 +20,7 @@ import { Readable } from 'node:stream';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { status } from '@grpc/grpc-js';
-import { FrameType, controlFrame, u32 } from '../../src/spdy/frames.js';
+import { FrameType, RstStatus, StoredHeaderWriter, controlFrame, u32 } from '../../src/spdy/frames.js';
 import { commandLine, parentPid, processesMentioning } from '../../src/process/index.js';
 import { TestDaemon } from '../harness/daemon.js';
 import { DeadlineClient, Rng, hostileSeed } from '../harness/hostile.js';
@@ -29,7 +29,15 @@ import { containerConfig, execSync, runPod, startContainer, type Pod } from '../
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
 import { registrySkip } from '../harness/skip.js';
 import { FORWARDED_PORT, spdyCases, type SpdyCase } from '../harness/spdy-fuzz.js';
-import { CRICTL, crictlSkip, spdyConnect, spdyRemoteCommand, spdyUpgrade } from '../harness/streaming.js';
+import {
+  CRICTL,
+  crictlSkip,
+  readFrames,
+  spdyConnect,
+  spdyRemoteCommand,
+  spdyUpgrade,
+  synStreamFrame,
+} from '../harness/streaming.js';
 import { waitFor } from '../harness/wait.js';
 
 const SUITE_TIMEOUT_MS = 600_000;
@@ -41,6 +49,7 @@ const DEFAULT_CASES = 40;
 /** Past this the fuzz stops and reports what it found: each case takes about half a second. */
 const FUZZ_BUDGET_MS = 300_000;
 const PAGE = 'served to hostile clients\n';
+const HOLDING_PORT = 81;
 
 /** A bound for a wait that must not keep the test process alive once everything else is done. */
 const deadline = (ms: number): Promise<void> => sleep(ms, undefined, { ref: false });
@@ -76,6 +85,9 @@ describe('hostile SPDY on the streaming server', { skip: registrySkip, timeout: 
     target = await startContainer(daemon.cri, pod, containerConfig('target', image.reference));
     const httpd = ['/bin/httpd', '-f', '-p', String(FORWARDED_PORT), '-h', '/www'];
     await startContainer(daemon.cri, pod, containerConfig('web', image.reference, { command: httpd }));
+    // A server that holds each connection without a word and without noticing its end.
+    const holder = ['/bin/nc', '-ll', '-p', String(HOLDING_PORT), '-e', '/bin/sleep', '100000'];
+    await startContainer(daemon.cri, pod, containerConfig('holder', image.reference, { command: holder }));
   });
 
   after(async () => {
@@ -179,15 +191,37 @@ describe('hostile SPDY on the streaming server', { skip: registrySkip, timeout: 
 
     it('a port-forward client that ends its connection has it closed, and its pod connection', async () => {
       const { socket, conn } = await spdyConnect(await forwardUrl(), ['portforward.k8s.io']);
-      const headers = { port: String(FORWARDED_PORT), requestID: '1' };
+      const headers = { port: String(HOLDING_PORT), requestID: '1' };
       await conn.openStream({ streamType: 'error', ...headers });
       const data = await conn.openStream({ streamType: 'data', ...headers });
-      // A request not yet finished: the pod's server waits for the rest of it.
-      data.write('GET / HTTP/1.1\r\nHost: x\r\n');
+      data.write('anyone there?\n');
       await waitFor(async () => (await children('socat')).length > 0, 10_000, { what: 'socat' });
       socket.end();
       assert.ok(await closedWithin(socket, CLEANUP_WAIT_MS), 'berthd left the connection half open');
       await assertNothingLeft('after the port-forward client ended');
+    });
+
+    it('a port-forward connection holds 256 streams at once; more are refused', async () => {
+      const { socket, head } = await spdyUpgrade(await forwardUrl(), ['portforward.k8s.io']);
+      assert.equal(head.length, 0);
+      const writer = new StoredHeaderWriter();
+      const count = 300;
+      // Error streams whose data stream never comes: each waits, holding its place.
+      const syns = Array.from({ length: count }, (_, i) =>
+        synStreamFrame(writer, 2 * i + 1, { streamType: 'error', port: '80', requestID: String(i) }),
+      );
+      const answers = readFrames(socket, count);
+      socket.write(Buffer.concat(syns));
+      const frames = await answers;
+      const refused = frames.filter(
+        (f) =>
+          f.kind === 'control' &&
+          f.type === FrameType.RST_STREAM &&
+          f.body.readUInt32BE(4) === RstStatus.REFUSED_STREAM,
+      );
+      assert.equal(refused.length, count - 256);
+      socket.destroy();
+      await assertAlive('after 300 streams');
     });
 
     it(
