@@ -21,50 +21,70 @@ export const FrameType = {
 export const FLAG_FIN = 0x01;
 export const FLAG_UNIDIRECTIONAL = 0x02;
 
-/** RST_STREAM status codes used here. */
-export const RstStatus = { PROTOCOL_ERROR: 1, INVALID_STREAM: 2, REFUSED_STREAM: 3, CANCEL: 5 } as const;
+/** RST_STREAM status codes (draft 3.1, section 2.6.3) used here. */
+export const RstStatus = {
+  PROTOCOL_ERROR: 1,
+  INVALID_STREAM: 2,
+  REFUSED_STREAM: 3,
+  CANCEL: 5,
+  STREAM_ALREADY_CLOSED: 9,
+  FRAME_TOO_LARGE: 11,
+} as const;
 
-/** Frames longer than this are a protocol error: nobody sends 16 MiB control frames on purpose. */
+/** GOAWAY status codes (section 2.6.6). */
+export const GoAwayStatus = { OK: 0, PROTOCOL_ERROR: 1, INTERNAL_ERROR: 2 } as const;
+
+/**
+ * DATA frames longer than this are refused (their stream gets FRAME_TOO_LARGE and the body is
+ * skipped, never buffered): Go clients copy in pieces of 32 KiB.
+ */
 export const MAX_FRAME_LENGTH = 1 << 20;
+/**
+ * Control frames longer than this end the session: the largest legitimate one is a SYN_STREAM
+ * whose header block (at most MAX_HEADER_BLOCK once inflated) is stored uncompressed.
+ */
+export const MAX_CONTROL_FRAME_LENGTH = 128 * 1024;
+/** A decompressed header block larger than this ends the session (a zlib bomb is cut off there). */
+export const MAX_HEADER_BLOCK = 64 * 1024;
 /** The largest DATA payload sent at once; Go's framer reads each frame whole into memory. */
 export const MAX_DATA_CHUNK = 32 * 1024;
+
+/** A frame's fixed 8 bytes. */
+export const FRAME_HEADER_LENGTH = 8;
 
 export type Frame =
   | { kind: 'data'; streamId: number; flags: number; data: Buffer }
   | { kind: 'control'; type: number; flags: number; body: Buffer };
 
+export type FrameHead =
+  | { kind: 'data'; streamId: number; flags: number; length: number }
+  | { kind: 'control'; type: number; flags: number; length: number };
+
 export class SpdyProtocolError extends Error {
   override name = 'SpdyProtocolError';
 }
 
-/** Decodes every complete frame at the front of `buf`; returns them and the bytes consumed. */
-export function decodeFrames(buf: Buffer): { frames: Frame[]; consumed: number } {
-  const frames: Frame[] = [];
-  let offset = 0;
-  while (buf.length - offset >= 8) {
-    const length = buf.readUIntBE(offset + 5, 3);
-    if (length > MAX_FRAME_LENGTH) throw new SpdyProtocolError(`frame of ${length} bytes is too large`);
-    if (buf.length - offset < 8 + length) break;
-    const flags = buf[offset + 4] ?? 0;
-    const body = buf.subarray(offset + 8, offset + 8 + length);
-    const first = buf.readUInt32BE(offset);
-    if ((first & 0x80000000) !== 0) {
-      const version = (first >>> 16) & 0x7fff;
-      if (version !== SPDY_VERSION) throw new SpdyProtocolError(`unsupported SPDY version ${version}`);
-      frames.push({ kind: 'control', type: first & 0xffff, flags, body });
-    } else {
-      frames.push({ kind: 'data', streamId: first & 0x7fffffff, flags, data: body });
-    }
-    offset += 8 + length;
-  }
-  return { frames, consumed: offset };
+/** Decodes a frame's first 8 bytes; a control frame of another version is a protocol error. */
+export function decodeFrameHead(head: Buffer): FrameHead {
+  const first = head.readUInt32BE(0);
+  const flags = head[4] ?? 0;
+  const length = head.readUIntBE(5, 3);
+  if ((first & 0x80000000) === 0) return { kind: 'data', streamId: first & 0x7fffffff, flags, length };
+  const version = (first >>> 16) & 0x7fff;
+  if (version !== SPDY_VERSION) throw new SpdyProtocolError(`unsupported SPDY version ${version}`);
+  return { kind: 'control', type: first & 0xffff, flags, length };
 }
 
 function header(type: number, flags: number, length: number): Buffer {
   const out = Buffer.alloc(8);
   out.writeUInt32BE((0x8000 | SPDY_VERSION) * 0x10000 + type);
-  out.writeUInt32BE((((flags & 0xff) << 24) >>> 0) | length, 4);
+  out.writeUInt32BE(flagsAndLength(flags, length), 4);
   return out;
+}
+
+/** The second word of both frame kinds: 8 bits of flags, 24 bits of length. */
+function flagsAndLength(flags: number, length: number): number {
+  return (flags & 0xff) * 0x1000000 + (length & 0xffffff);
 }
 
 export function controlFrame(type: number, flags: number, body: Buffer): Buffer {
@@ -74,7 +94,7 @@ export function controlFrame(type: number, flags: number, body: Buffer): Buffer 
 export function dataFrame(streamId: number, flags: number, data: Buffer): Buffer {
   const out = Buffer.alloc(8 + data.length);
   out.writeUInt32BE(streamId & 0x7fffffff);
-  out.writeUInt32BE((((flags & 0xff) << 24) >>> 0) | data.length, 4);
+  out.writeUInt32BE(flagsAndLength(flags, data.length), 4);
   data.copy(out, 8);
   return out;
 }

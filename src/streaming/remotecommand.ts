@@ -117,8 +117,9 @@ function buildSpdySession(
   const resizeStream = streams.get('resize');
   if (resizeStream) feedResizes(resizeStream, resize);
   const stdin = streams.get('stdin');
-  // Input on a stream nobody asked for is read and dropped, so it cannot stall the connection.
-  streams.get('error')?.resume();
+  // What a client sends on the streams it should only read is dropped, so it cannot stall the
+  // connection (a stream's full buffer stops the connection's reading).
+  for (const type of ['error', 'stdout', 'stderr']) streams.get(type)?.resume();
   const io: StreamIo = {
     stdin: stdin ?? null,
     stdout: streams.get('stdout') ?? null,

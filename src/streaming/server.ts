@@ -75,6 +75,10 @@ const WS_SERVER_OPTIONS = {
 /** /<kind>/<token>: a token is URL-safe base64; other paths never reach the token cache. */
 const ROUTE = /^\/(exec|attach|portforward)\/([A-Za-z0-9_-]{1,64})$/;
 const METHODS = ['GET', 'POST'];
+/** A session's streams: error, stdin, stdout, stderr, resize, with room for a client that retries. */
+const MAX_REMOTECOMMAND_STREAMS = 16;
+/** Port-forward opens two streams per forwarded connection (each one a process dialing the pod). */
+const MAX_PORTFORWARD_STREAMS = 256;
 /** How long close() waits for sessions to kill their processes (a kill waits 2 s for runc at most). */
 const SESSION_CLOSE_WAIT_MS = 5_000;
 
@@ -230,7 +234,11 @@ export class StreamingServer {
       'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n' +
         `X-Stream-Protocol-Version: ${protocol}\r\n\r\n`,
     );
-    const conn = new SpdyConnection(socket, { role: 'server', idleTimeoutMs: this.opts.idleTimeoutMs });
+    const conn = new SpdyConnection(socket, {
+      role: 'server',
+      idleTimeoutMs: this.opts.idleTimeoutMs,
+      maxStreams: request.kind === 'portforward' ? MAX_PORTFORWARD_STREAMS : MAX_REMOTECOMMAND_STREAMS,
+    });
     conn.on('error', (err) => this.logger.debug({ err: errorMessage(err) }, 'SPDY connection failed'));
     if (request.kind === 'portforward') {
       servePortForwardSpdy(conn, request, this.runtime, this.streamCreationTimeoutMs(), this.logger);

@@ -4,12 +4,15 @@ import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 
 /**
  * Two ends of one TCP connection on 127.0.0.1. `onCleanup` receives what undoes it, for the
- * test's afterEach; the listener is closed at once so nothing keeps the runner alive.
+ * test's afterEach; the listener is closed at once so nothing keeps the runner alive. With
+ * `allowHalfOpen` the server end is as an HTTP server's (and so an upgraded one's): the peer's end
+ * does not end it.
  */
 export async function socketPair(
   onCleanup: (cleanup: () => void) => void,
+  { allowHalfOpen = false }: { allowHalfOpen?: boolean } = {},
 ): Promise<{ serverSocket: Socket; clientSocket: Socket }> {
-  const listener = createServer();
+  const listener = createServer({ allowHalfOpen });
   await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
   try {
     const accepted = once(listener, 'connection');

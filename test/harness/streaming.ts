@@ -12,6 +12,15 @@ import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { WebSocket } from 'ws';
 import { SpdyConnection, type SpdyStream } from '../../src/spdy/connection.js';
+import {
+  FrameType,
+  controlFrame,
+  encodeHeaderBlock,
+  synStreamBody,
+  type Frame,
+  type StoredHeaderWriter,
+} from '../../src/spdy/frames.js';
+import { FrameReader, type OversizedData } from '../../src/spdy/reader.js';
 import { waitFor } from './wait.js';
 
 /** crictl v1.29 from $CRICTL or the shared tools beside the project; null where there is none. */
@@ -45,8 +54,18 @@ export interface SpdyClient {
   socket: Socket;
 }
 
-/** Upgrades a connection to `url` to SPDY/3.1 offering `protocols`, in order of preference. */
-export function spdyConnect(url: string, protocols: string[]): Promise<SpdyClient> {
+export interface SpdyUpgrade {
+  socket: Socket;
+  /** Bytes the server sent after its 101 response (SPDY frames already). */
+  head: Buffer;
+  protocol: string;
+}
+
+/**
+ * Upgrades a connection to `url` to SPDY/3.1 offering `protocols`, in order of preference, and
+ * hands over the raw socket (for clients that speak hand-made frames).
+ */
+export function spdyUpgrade(url: string, protocols: string[]): Promise<SpdyUpgrade> {
   return new Promise((resolve, reject) => {
     // Test servers use self-signed certificates: the tests check that TLS is spoken, not who speaks it.
     const req = (url.startsWith('https:') ? httpsRequest : httpRequest)(url, {
@@ -59,10 +78,7 @@ export function spdyConnect(url: string, protocols: string[]): Promise<SpdyClien
       },
     });
     req.on('upgrade', (res, socket: Socket, head: Buffer) => {
-      const conn = new SpdyConnection(socket, { role: 'client' });
-      conn.on('error', () => undefined);
-      conn.feed(head);
-      resolve({ conn, protocol: String(res.headers['x-stream-protocol-version'] ?? ''), socket });
+      resolve({ socket, head, protocol: String(res.headers['x-stream-protocol-version'] ?? '') });
     });
     req.on('response', (res) => {
       let body = '';
@@ -74,6 +90,77 @@ export function spdyConnect(url: string, protocols: string[]): Promise<SpdyClien
     });
     req.on('error', reject);
     req.end();
+  });
+}
+
+/** Upgrades a connection to `url` to SPDY/3.1 offering `protocols`, in order of preference. */
+export async function spdyConnect(url: string, protocols: string[]): Promise<SpdyClient> {
+  const { socket, head, protocol } = await spdyUpgrade(url, protocols);
+  const conn = new SpdyConnection(socket, { role: 'client' });
+  conn.on('error', () => undefined);
+  conn.feed(head);
+  return { conn, protocol, socket };
+}
+
+/** A SYN_STREAM frame whose header block continues `writer`'s zlib stream (one per connection). */
+export function synStreamFrame(
+  writer: StoredHeaderWriter,
+  id: number,
+  headers: Record<string, string>,
+  flags = 0,
+): Buffer {
+  const block = writer.compress(encodeHeaderBlock(new Map(Object.entries(headers))));
+  return controlFrame(FrameType.SYN_STREAM, flags, synStreamBody(id, block));
+}
+
+/**
+ * Reads frames off a raw socket until `count` have arrived, or rejects when the socket closes
+ * first (the message says how many came, and `frames` on the error holds them).
+ */
+export function readFrames(socket: Socket, count: number): Promise<Frame[]> {
+  return new Promise((resolve, reject) => {
+    const reader = new FrameReader();
+    const frames: Frame[] = [];
+    const done = (): void => {
+      socket.off('data', onData);
+      socket.off('close', onClose);
+    };
+    const onData = (chunk: Buffer): void => {
+      reader.push(chunk);
+      for (let f: Frame | OversizedData | null; frames.length < count && (f = reader.next());) {
+        if (f.kind !== 'too-large') frames.push(f);
+      }
+      if (frames.length >= count) {
+        done();
+        resolve(frames);
+      }
+    };
+    const onClose = (): void => {
+      done();
+      reject(Object.assign(new Error(`socket closed after ${frames.length} frames`), { frames }));
+    };
+    socket.on('data', onData);
+    socket.on('close', onClose);
+  });
+}
+
+/** Every frame the peer sends until it ends or closes the socket. */
+export function framesUntilEnd(socket: Socket): Promise<Frame[]> {
+  return new Promise((resolve) => {
+    const reader = new FrameReader();
+    const frames: Frame[] = [];
+    const onData = (chunk: Buffer): void => {
+      reader.push(chunk);
+      for (let f: Frame | OversizedData | null; (f = reader.next());)
+        if (f.kind !== 'too-large') frames.push(f);
+    };
+    const onEnd = (): void => {
+      socket.off('data', onData);
+      resolve(frames);
+    };
+    socket.on('data', onData);
+    socket.once('end', onEnd);
+    socket.once('close', onEnd);
   });
 }
 
@@ -90,6 +177,8 @@ export interface RemoteCommandOptions {
   discardOutput?: boolean;
   /** Let the stdout stream sit unread this long before reading it (backpressure tests). */
   readDelayMs?: number;
+  /** Sent with every stream's SYN_STREAM besides its streamType. */
+  streamHeaders?: Record<string, string>;
 }
 
 export interface RemoteCommandResult {
@@ -115,14 +204,15 @@ export async function runOnConnection(
   protocol: string,
   opts: RemoteCommandOptions,
 ): Promise<RemoteCommandResult> {
-  const error = await conn.openStream({ streamType: 'error' });
-  const stdin =
-    opts.stdin !== undefined && opts.stdin !== null ? await conn.openStream({ streamType: 'stdin' }) : null;
-  const stdout = opts.stdout === false ? null : await conn.openStream({ streamType: 'stdout' });
-  const stderr = opts.stderr && !opts.tty ? await conn.openStream({ streamType: 'stderr' }) : null;
+  const open = (streamType: string): Promise<SpdyStream> =>
+    conn.openStream({ ...opts.streamHeaders, streamType });
+  const error = await open('error');
+  const stdin = opts.stdin !== undefined && opts.stdin !== null ? await open('stdin') : null;
+  const stdout = opts.stdout === false ? null : await open('stdout');
+  const stderr = opts.stderr && !opts.tty ? await open('stderr') : null;
   const resize =
     opts.tty && protocol !== 'channel.k8s.io' && protocol !== 'v2.channel.k8s.io'
-      ? await conn.openStream({ streamType: 'resize' })
+      ? await open('resize')
       : null;
   if (resize && opts.resize)
     resize.write(JSON.stringify({ Width: opts.resize.width, Height: opts.resize.height }));

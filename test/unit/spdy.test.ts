@@ -9,6 +9,7 @@ import { once } from 'node:events';
 import type { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import { socketPair as sharedSocketPair } from '../harness/sockets.js';
+import { framesUntilEnd, readFrames, synStreamFrame } from '../harness/streaming.js';
 import { afterEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -25,13 +26,15 @@ import {
   FLAG_FIN,
   FLAG_UNIDIRECTIONAL,
   FrameType,
+  GoAwayStatus,
+  MAX_CONTROL_FRAME_LENGTH,
   MAX_FRAME_LENGTH,
+  MAX_HEADER_BLOCK,
   RstStatus,
   SpdyProtocolError,
   StoredHeaderWriter,
   controlFrame,
   dataFrame,
-  decodeFrames,
   decodeHeaderBlock,
   encodeHeaderBlock,
   streamIdBody,
@@ -39,6 +42,7 @@ import {
   u32,
   type Frame,
 } from '../../src/spdy/frames.js';
+import { FrameReader } from '../../src/spdy/reader.js';
 
 const cleanups: (() => void)[] = [];
 
@@ -46,8 +50,9 @@ afterEach(() => {
   for (const cleanup of cleanups.splice(0)) cleanup();
 });
 
+/** As an HTTP server's upgraded socket is: the client's end does not end the server's side. */
 function socketPair(): Promise<{ serverSocket: Socket; clientSocket: Socket }> {
-  return sharedSocketPair((cleanup) => cleanups.push(cleanup));
+  return sharedSocketPair((cleanup) => cleanups.push(cleanup), { allowHalfOpen: true });
 }
 
 interface Pair {
@@ -93,29 +98,6 @@ function collect(stream: Readable): Promise<Buffer> {
   });
 }
 
-/** Reads frames off a raw socket until `count` have arrived. */
-function readFrames(socket: Socket, count: number): Promise<Frame[]> {
-  return new Promise((resolve, reject) => {
-    let buffered = Buffer.alloc(0);
-    const frames: Frame[] = [];
-    const onData = (chunk: Buffer): void => {
-      buffered = Buffer.concat([buffered, chunk]);
-      const decoded = decodeFrames(buffered);
-      // The bodies are views into `buffered`, which is replaced, not mutated: they stay valid.
-      frames.push(...decoded.frames);
-      buffered = buffered.subarray(decoded.consumed);
-      if (frames.length >= count) {
-        socket.off('data', onData);
-        socket.off('close', onClose);
-        resolve(frames);
-      }
-    };
-    const onClose = (): void => reject(new Error(`socket closed after ${frames.length} frames`));
-    socket.on('data', onData);
-    socket.on('close', onClose);
-  });
-}
-
 function control(frame: Frame | undefined): { type: number; flags: number; body: Buffer } {
   assert.ok(frame, 'expected a frame');
   assert.equal(frame.kind, 'control');
@@ -158,48 +140,119 @@ describe('SPDY frames', () => {
     assert.deepEqual([...dataFrame(0x80000007, 0, Buffer.alloc(0))], [0, 0, 0, 7, 0, 0, 0, 0]);
   });
 
-  it('decodes every complete frame and reports the bytes consumed', () => {
-    const ping = controlFrame(FrameType.PING, 0, u32(9));
-    const data = dataFrame(3, FLAG_FIN, Buffer.from('hello'));
-    const { frames, consumed } = decodeFrames(Buffer.concat([ping, data]));
-    assert.equal(consumed, ping.length + data.length);
-    assert.deepEqual(frames, [
-      { kind: 'control', type: FrameType.PING, flags: 0, body: u32(9) },
-      { kind: 'data', streamId: 3, flags: FLAG_FIN, data: Buffer.from('hello') },
-    ]);
-  });
-
-  it('leaves a partial frame for later', () => {
-    const ping = controlFrame(FrameType.PING, 0, u32(9));
-    const data = dataFrame(3, 0, Buffer.from('hello'));
-    const whole = Buffer.concat([ping, data]);
-    const cut = decodeFrames(whole.subarray(0, whole.length - 1));
-    assert.equal(cut.frames.length, 1);
-    assert.equal(cut.consumed, ping.length);
-    // Less than a header is nothing at all.
-    assert.deepEqual(decodeFrames(data.subarray(0, 7)), { frames: [], consumed: 0 });
-    assert.deepEqual(decodeFrames(Buffer.alloc(0)), { frames: [], consumed: 0 });
-  });
-
-  it('rejects control frames of another SPDY version', () => {
-    const frame = controlFrame(FrameType.PING, 0, u32(1));
-    frame[1] = 2;
-    assert.throws(() => decodeFrames(frame), SpdyProtocolError);
-  });
-
-  it('rejects an oversized length before the body arrived', () => {
-    const head = dataFrame(1, 0, Buffer.alloc(0));
-    head.writeUIntBE(MAX_FRAME_LENGTH + 1, 5, 3);
-    assert.throws(() => decodeFrames(head), SpdyProtocolError);
-    // The limit itself is allowed: only the wait for the body remains.
-    head.writeUIntBE(MAX_FRAME_LENGTH, 5, 3);
-    assert.deepEqual(decodeFrames(head), { frames: [], consumed: 0 });
-  });
-
   it('builds SYN_STREAM and stream id bodies', () => {
     const syn = synStreamBody(0x80000003, Buffer.from('hb'));
     assert.deepEqual([...syn], [0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0x68, 0x62]);
     assert.deepEqual([...streamIdBody(4, u32(5))], [0, 0, 0, 4, 0, 0, 0, 5]);
+  });
+});
+
+describe('FrameReader', () => {
+  const frames = [
+    controlFrame(FrameType.PING, 0, u32(9)),
+    dataFrame(3, FLAG_FIN, Buffer.from('hello')),
+    dataFrame(5, 0, Buffer.alloc(0)),
+    controlFrame(FrameType.SETTINGS, 0, u32(0)),
+  ];
+  const expected: Frame[] = [
+    { kind: 'control', type: FrameType.PING, flags: 0, body: u32(9) },
+    { kind: 'data', streamId: 3, flags: FLAG_FIN, data: Buffer.from('hello') },
+    { kind: 'data', streamId: 5, flags: 0, data: Buffer.alloc(0) },
+    { kind: 'control', type: FrameType.SETTINGS, flags: 0, body: u32(0) },
+  ];
+
+  function drain(reader: FrameReader): ReturnType<FrameReader['next']>[] {
+    const out: ReturnType<FrameReader['next']>[] = [];
+    for (let f = reader.next(); f; f = reader.next()) out.push(f);
+    return out;
+  }
+
+  it('hands out each frame once it is complete, whatever the chunks', () => {
+    const whole = Buffer.concat(frames);
+    const oneChunk = new FrameReader();
+    oneChunk.push(whole);
+    assert.deepEqual(drain(oneChunk), expected);
+    assert.equal(oneChunk.buffered, 0);
+
+    // Byte by byte: nothing comes out early, everything comes out.
+    const bytewise = new FrameReader();
+    const got: ReturnType<FrameReader['next']>[] = [];
+    for (let i = 0; i < whole.length; i++) {
+      bytewise.push(whole.subarray(i, i + 1));
+      got.push(...drain(bytewise));
+    }
+    assert.deepEqual(got, expected);
+
+    const partial = new FrameReader();
+    partial.push(whole.subarray(0, (frames[0]?.length ?? 0) + 7));
+    assert.equal(drain(partial).length, 1);
+    assert.equal(partial.buffered, 7);
+  });
+
+  it('keeps a frame intact across chunks of mixed sizes', () => {
+    const body = randomBytes(300_000);
+    const frame = dataFrame(7, 0, body);
+    const reader = new FrameReader();
+    const sizes = [1, 3, 5000, 2, 70_000, 1, 4095, 4096];
+    let at = 0;
+    for (let i = 0; at < frame.length; i++) {
+      const n = sizes[i % sizes.length] ?? 1;
+      reader.push(frame.subarray(at, at + n));
+      at += n;
+      if (at < frame.length) assert.equal(reader.next(), null);
+    }
+    const out = reader.next();
+    assert.ok(out?.kind === 'data');
+    assert.equal(sha(out.data), sha(body));
+    assert.equal(reader.buffered, 0);
+  });
+
+  it('reads 32 MB sent in 1 KiB pieces with no more than a frame held', () => {
+    const frame = dataFrame(1, 0, Buffer.alloc(MAX_FRAME_LENGTH, 7));
+    const reader = new FrameReader();
+    let count = 0;
+    let most = 0;
+    for (let n = 0; n < 32; n++) {
+      for (let at = 0; at < frame.length; at += 1024) {
+        reader.push(frame.subarray(at, at + 1024));
+        most = Math.max(most, reader.buffered);
+        for (let f = reader.next(); f; f = reader.next()) count++;
+      }
+    }
+    assert.equal(count, 32);
+    assert.ok(most <= frame.length, `held ${most} bytes`);
+  });
+
+  it('refuses a control frame of another version or past its bound on the header alone', () => {
+    const v2 = controlFrame(FrameType.PING, 0, u32(1));
+    v2[1] = 2;
+    const reader = new FrameReader();
+    reader.push(v2);
+    assert.throws(() => reader.next(), SpdyProtocolError);
+
+    const huge = controlFrame(FrameType.SYN_STREAM, 0, Buffer.alloc(0));
+    huge.writeUIntBE(MAX_CONTROL_FRAME_LENGTH + 1, 5, 3);
+    const bounded = new FrameReader();
+    bounded.push(huge);
+    assert.throws(() => bounded.next(), /too large/);
+  });
+
+  it('reports a DATA frame past its bound at once and skips its body as it arrives', () => {
+    const reader = new FrameReader();
+    const head = dataFrame(9, 0, Buffer.alloc(0));
+    head.writeUIntBE(0xffffff, 5, 3);
+    reader.push(Buffer.concat([head, Buffer.alloc(1000)]));
+    assert.deepEqual(reader.next(), { kind: 'too-large', streamId: 9, length: 0xffffff });
+    assert.equal(reader.buffered, 0);
+    let left = 0xffffff - 1000;
+    while (left > 0) {
+      const n = Math.min(left, 1 << 20);
+      reader.push(Buffer.alloc(n));
+      left -= n;
+      assert.equal(reader.buffered, 0);
+    }
+    reader.push(frames[0] ?? Buffer.alloc(0));
+    assert.deepEqual(reader.next(), expected[0]);
   });
 });
 
@@ -371,12 +424,7 @@ describe('SpdyConnection', () => {
     const streams: SpdyStream[] = [];
     server.on('stream', (s) => streams.push(s));
     const writer = new StoredHeaderWriter();
-    const syn = (id: number): Buffer =>
-      controlFrame(
-        FrameType.SYN_STREAM,
-        0,
-        synStreamBody(id, writer.compress(encodeHeaderBlock(new Map([['streamtype', `s${id}`]])))),
-      );
+    const syn = (id: number): Buffer => synStreamFrame(writer, id, { streamtype: `s${id}` });
 
     let frames = readFrames(clientSocket, 1);
     clientSocket.write(syn(2));
@@ -529,5 +577,244 @@ describe('SpdyConnection', () => {
     await Promise.all([once(remote, 'end'), writing]);
     assert.equal(size, total);
     assert.equal(received.digest('hex'), hash.digest('hex'));
+  });
+});
+
+describe('SpdyConnection against a misbehaving peer', () => {
+  interface Raw {
+    server: SpdyConnection;
+    serverSocket: Socket;
+    clientSocket: Socket;
+    streams: SpdyStream[];
+    errors: Error[];
+    /** SYN_STREAM frames on the client's one header stream. */
+    syn(id: number, headers?: Record<string, string>, flags?: number): Buffer;
+  }
+
+  /** A server connection whose peer is a raw socket speaking hand-built frames. */
+  async function raw(opts: Partial<ConstructorParameters<typeof SpdyConnection>[1]> = {}): Promise<Raw> {
+    const { serverSocket, clientSocket } = await socketPair();
+    const server = new SpdyConnection(serverSocket, { role: 'server', ...opts });
+    cleanups.push(() => server.destroy());
+    const streams: SpdyStream[] = [];
+    const errors: Error[] = [];
+    server.on('stream', (s) => streams.push(s));
+    server.on('error', (err) => errors.push(err));
+    const writer = new StoredHeaderWriter();
+    const syn = (id: number, headers: Record<string, string> = { streamType: 'data' }, flags = 0): Buffer =>
+      synStreamFrame(writer, id, headers, flags);
+    return { server, serverSocket, clientSocket, streams, errors, syn };
+  }
+
+  const ping = (id: number): Buffer => controlFrame(FrameType.PING, 0, u32(id));
+  const rstBody = (id: number, status: number): Buffer => Buffer.concat([u32(id), u32(status)]);
+
+  /** The connection still works: a PING sent now is answered (after `before` frames). */
+  async function answersPing(peer: Raw, before: Buffer[] = [], expectBefore = 0): Promise<Frame[]> {
+    const frames = readFrames(peer.clientSocket, expectBefore + 1);
+    peer.clientSocket.write(Buffer.concat([...before, ping(99)]));
+    const got = await frames;
+    const last = control(got[got.length - 1]);
+    assert.equal(last.type, FrameType.PING);
+    assert.deepEqual(last.body, u32(99));
+    return got.slice(0, -1);
+  }
+
+  /** The peer is sent GOAWAY with PROTOCOL_ERROR and the socket closes. */
+  async function goesAway(peer: Raw, bytes: Buffer): Promise<void> {
+    const frames = framesUntilEnd(peer.clientSocket);
+    const serverClosed = closed(peer.server);
+    peer.clientSocket.write(bytes);
+    const got = await frames;
+    const goaway = got.map(control).find((f) => f.type === FrameType.GOAWAY);
+    assert.ok(goaway, `no GOAWAY among ${got.length} frames`);
+    assert.equal(goaway.body.readUInt32BE(4), GoAwayStatus.PROTOCOL_ERROR);
+    await serverClosed;
+    assert.ok(peer.errors.length > 0, 'the failure was reported');
+  }
+
+  it(
+    'takes a header block larger than zlib’s 16 KiB buffer, and the data after it',
+    { timeout: 30_000 },
+    async () => {
+      const peer = await raw();
+      const big = 'v'.repeat(40 * 1024);
+      const replies = readFrames(peer.clientSocket, 1);
+      peer.clientSocket.write(peer.syn(1, { streamType: 'data', big }));
+      assert.equal(control((await replies)[0]).type, FrameType.SYN_REPLY);
+      const stream = peer.streams[0];
+      assert.ok(stream);
+      assert.equal(stream.header('big'), big);
+
+      const payload = randomBytes(8 * 1024 * 1024);
+      const received = collect(stream);
+      for (let at = 0; at < payload.length; at += 32 * 1024) {
+        const last = at + 32 * 1024 >= payload.length;
+        peer.clientSocket.write(dataFrame(1, last ? FLAG_FIN : 0, payload.subarray(at, at + 32 * 1024)));
+      }
+      assert.equal(sha(await received), sha(payload));
+    },
+  );
+
+  it(
+    'ends the session when a header block inflates past its bound (a zlib bomb)',
+    { timeout: 30_000 },
+    async () => {
+      const peer = await raw();
+      // 64 MB of zeros compress to about 64 KB: one frame under the control-frame bound.
+      const bomb = deflateSync(Buffer.alloc(64 * 1024 * 1024), { level: 9 });
+      assert.ok(bomb.length < MAX_CONTROL_FRAME_LENGTH);
+      await goesAway(peer, controlFrame(FrameType.SYN_STREAM, 0, synStreamBody(1, bomb)));
+      assert.match(peer.errors[0]?.message ?? '', new RegExp(`larger than ${MAX_HEADER_BLOCK}`));
+      assert.equal(peer.streams.length, 0);
+    },
+  );
+
+  it('ends the session on a header block that is not zlib', async () => {
+    const peer = await raw();
+    await goesAway(
+      peer,
+      controlFrame(FrameType.SYN_STREAM, 0, synStreamBody(1, Buffer.from('not zlib at all'))),
+    );
+  });
+
+  it(
+    'closes its side when the peer ends the connection, and ends the streams',
+    { timeout: 30_000 },
+    async () => {
+      const peer = await raw();
+      const replies = readFrames(peer.clientSocket, 1);
+      peer.clientSocket.write(peer.syn(1));
+      await replies;
+      const stream = peer.streams[0];
+      assert.ok(stream);
+      const ended = collect(stream);
+      const serverSocketClosed = once(peer.serverSocket, 'close');
+      const serverClosed = closed(peer.server);
+      peer.clientSocket.end();
+      await Promise.all([serverSocketClosed, serverClosed, ended]);
+    },
+  );
+
+  it('notices a peer that went away while it was not being read', { timeout: 30_000 }, async () => {
+    const peer = await raw({ probeIntervalMs: 100 });
+    const replies = readFrames(peer.clientSocket, 1);
+    peer.clientSocket.write(peer.syn(1));
+    await replies;
+    // Nobody reads the stream: its buffer fills and the socket is no longer read.
+    for (let i = 0; i < 64; i++) peer.clientSocket.write(dataFrame(1, 0, Buffer.alloc(32 * 1024)));
+    await sleep(300);
+    const serverClosed = closed(peer.server);
+    peer.clientSocket.destroy();
+    await serverClosed;
+    assert.ok(peer.serverSocket.destroyed);
+  });
+
+  it(
+    'stops reading a peer that does not read its PING answers, and closes it',
+    { timeout: 30_000 },
+    async () => {
+      const backlog = 64 * 1024;
+      const peer = await raw({ maxWriteBacklog: backlog, writeStallMs: 1000 });
+      peer.clientSocket.pause();
+      let most = 0;
+      const sampler = setInterval(() => (most = Math.max(most, peer.serverSocket.writableLength)), 5);
+      cleanups.push(() => clearInterval(sampler));
+      const serverClosed = closed(peer.server);
+      const flood = Buffer.concat(Array.from({ length: 10_000 }, (_, i) => ping(2 * i + 1)));
+      for (let i = 0; i < 200 && !peer.server.isClosed; i++) {
+        peer.clientSocket.write(flood);
+        await sleep(1);
+      }
+      await serverClosed;
+      // One socket read of PINGs (64 KiB, 5461 of them) may be answered past the bound.
+      assert.ok(most <= backlog + 64 * 1024, `${most} bytes were left unsent`);
+      assert.match(peer.errors[0]?.message ?? '', /took none of/);
+    },
+  );
+
+  it('resets DATA for a stream never opened, and goes on', async () => {
+    const peer = await raw();
+    const [rst] = await answersPing(peer, [dataFrame(7, 0, Buffer.from('early'))], 1);
+    assert.equal(control(rst).type, FrameType.RST_STREAM);
+    assert.deepEqual(control(rst).body, rstBody(7, RstStatus.INVALID_STREAM));
+    // A SYN_STREAM for that id is still taken afterwards.
+    const reply = readFrames(peer.clientSocket, 1);
+    peer.clientSocket.write(peer.syn(7));
+    assert.equal(control((await reply)[0]).type, FrameType.SYN_REPLY);
+  });
+
+  it('resets a stream that gets DATA after its FIN, or DATA past the frame bound', async () => {
+    const peer = await raw();
+    const replies = readFrames(peer.clientSocket, 2);
+    peer.clientSocket.write(Buffer.concat([peer.syn(1, { streamType: 'a' }, FLAG_FIN), peer.syn(3)]));
+    await replies;
+    const [first, second] = peer.streams;
+    assert.ok(first && second);
+    const [rst] = await answersPing(peer, [dataFrame(1, 0, Buffer.from('late'))], 1);
+    assert.deepEqual(control(rst).body, rstBody(1, RstStatus.STREAM_ALREADY_CLOSED));
+    assert.ok(first.destroyed);
+
+    // The oversized frame's body is skipped as it comes: the PING after it is answered.
+    const head = dataFrame(3, 0, Buffer.alloc(0));
+    head.writeUIntBE(MAX_FRAME_LENGTH + 1, 5, 3);
+    const [tooLarge] = await answersPing(peer, [head, Buffer.alloc(MAX_FRAME_LENGTH + 1)], 1);
+    assert.deepEqual(control(tooLarge).body, rstBody(3, RstStatus.FRAME_TOO_LARGE));
+    assert.ok(second.destroyed);
+    assert.equal(peer.server.isClosed, false);
+  });
+
+  it('ignores SETTINGS, WINDOW_UPDATE and control frames of unknown types', async () => {
+    const peer = await raw();
+    await answersPing(peer, [
+      controlFrame(FrameType.SETTINGS, 0, Buffer.concat([u32(1), u32(4), u32(100)])),
+      controlFrame(FrameType.WINDOW_UPDATE, 0, Buffer.concat([u32(1), u32(1000)])),
+      controlFrame(0, 0, Buffer.alloc(0)),
+      controlFrame(0x7f, 0xff, randomBytes(100)),
+      // A RST_STREAM for no stream at all is not answered (section 2.4.2).
+      controlFrame(FrameType.RST_STREAM, 0, rstBody(41, RstStatus.CANCEL)),
+    ]);
+  });
+
+  const sessionErrors: [string, (peer: Raw) => Buffer][] = [
+    ['a PING of 8 bytes', () => controlFrame(FrameType.PING, 0, Buffer.alloc(8))],
+    ['a RST_STREAM of 4 bytes', () => controlFrame(FrameType.RST_STREAM, 0, u32(1))],
+    ['a GOAWAY of 4 bytes', () => controlFrame(FrameType.GOAWAY, 0, u32(0))],
+    ['a SETTINGS whose count is wrong', () => controlFrame(FrameType.SETTINGS, 0, u32(1000))],
+    ['a SYN_STREAM of 3 bytes', () => controlFrame(FrameType.SYN_STREAM, 0, Buffer.alloc(3))],
+    ['DATA on stream 0', () => dataFrame(0, 0, Buffer.from('x'))],
+    [
+      'a control frame of SPDY/2',
+      () => {
+        const f = ping(1);
+        f[1] = 2;
+        return f;
+      },
+    ],
+    [
+      'a control frame whose length field is 16 MiB',
+      () => {
+        const f = controlFrame(FrameType.HEADERS, 0, Buffer.alloc(0));
+        f.writeUIntBE(0xffffff, 5, 3);
+        return f;
+      },
+    ],
+    ['a SYN_STREAM whose id goes back', (peer) => Buffer.concat([peer.syn(5), peer.syn(3)])],
+  ];
+  for (const [what, frame] of sessionErrors) {
+    it(`answers ${what} with GOAWAY PROTOCOL_ERROR and closes`, async () => {
+      const peer = await raw();
+      await goesAway(peer, frame(peer));
+    });
+  }
+
+  it('refuses streams nobody listens for', async () => {
+    const { serverSocket, clientSocket } = await socketPair();
+    const server = new SpdyConnection(serverSocket, { role: 'server' });
+    cleanups.push(() => server.destroy());
+    const writer = new StoredHeaderWriter();
+    const frames = readFrames(clientSocket, 1);
+    clientSocket.write(synStreamFrame(writer, 1, {}));
+    assert.deepEqual(control((await frames)[0]).body, rstBody(1, RstStatus.REFUSED_STREAM));
   });
 });

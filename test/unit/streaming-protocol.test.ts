@@ -475,6 +475,24 @@ describe('spdySession', () => {
     assert.deepEqual(session.io.resize.current, { width: 100, height: 30 });
   });
 
+  it(
+    'drops what a client sends on its output streams: stdin behind it still arrives',
+    { timeout: 20_000 },
+    async () => {
+      const { server, client } = await spdyPair();
+      const pending = spdySession(server, 'v4.channel.k8s.io', opts, 2000);
+      const streams = await openStreams(client, ['error', 'stdin', 'stdout', 'stderr']);
+      const session = await pending;
+      assert.ok(session.io.stdin);
+      const stdin = collect(session.io.stdin);
+      // Far more than a stream buffers: were it kept, the connection would stop reading there.
+      for (const type of ['error', 'stdout', 'stderr'])
+        stream(streams, type).write(Buffer.alloc(1024 * 1024));
+      stream(streams, 'stdin').end('after all that');
+      assert.equal((await stdin).toString(), 'after all that');
+    },
+  );
+
   it('resets streams of a type it did not ask for', async () => {
     const { server, client } = await spdyPair();
     const pending = spdySession(
