@@ -9,6 +9,35 @@ import type { NamespaceMode } from '../../src/oci/container.js';
 
 type RunPodSandboxRequest = Received<'RunPodSandboxRequest'>;
 type WirePodSandboxConfig = Received<'PodSandboxConfig'>;
+type WireLinuxConfig = Received<'LinuxPodSandboxConfig'>;
+type WireSecurityContext = Received<'LinuxSandboxSecurityContext'>;
+
+/** A pod's Linux config as kubelet sends it, with `security` over the defaults. */
+function linuxConfig(
+  sysctls: Record<string, string>,
+  security: Partial<WireSecurityContext> = {},
+): WireLinuxConfig {
+  return {
+    cgroup_parent: '',
+    sysctls,
+    security_context: {
+      namespace_options: null,
+      selinux_options: null,
+      run_as_user: null,
+      run_as_group: null,
+      readonly_rootfs: false,
+      supplemental_groups: [],
+      privileged: false,
+      seccomp_profile_path: '',
+      seccomp: null,
+      apparmor: null,
+      supplemental_groups_policy: 'Merge',
+      ...security,
+    },
+    overhead: null,
+    resources: null,
+  };
+}
 
 function request(over: Partial<WirePodSandboxConfig> = {}): RunPodSandboxRequest {
   return {
@@ -94,25 +123,7 @@ describe('RunPodSandbox fields that reach files', () => {
 
 describe('RunPodSandbox lists and strings that berth keeps', () => {
   const security = (supplemental_groups: string[]): Partial<WirePodSandboxConfig> => ({
-    linux: {
-      cgroup_parent: '',
-      sysctls: {},
-      security_context: {
-        namespace_options: null,
-        selinux_options: null,
-        run_as_user: null,
-        run_as_group: null,
-        readonly_rootfs: false,
-        supplemental_groups,
-        privileged: false,
-        seccomp_profile_path: '',
-        seccomp: null,
-        apparmor: null,
-        supplemental_groups_policy: 'Merge',
-      },
-      overhead: null,
-      resources: null,
-    },
+    linux: linuxConfig({}, { supplemental_groups }),
   });
 
   it('takes up to NGROUPS_MAX supplemental groups, and a log directory shorter than PATH_MAX', () => {
@@ -181,25 +192,9 @@ describe('RunPodSandbox sysctls', () => {
     ipc: NamespaceMode = 'POD',
   ): RunPodSandboxRequest =>
     request({
-      linux: {
-        cgroup_parent: '',
-        sysctls,
-        security_context: {
-          namespace_options: { network, pid: 'CONTAINER', ipc, target_id: '', userns_options: null },
-          selinux_options: null,
-          run_as_user: null,
-          run_as_group: null,
-          readonly_rootfs: false,
-          supplemental_groups: [],
-          privileged: false,
-          seccomp_profile_path: '',
-          seccomp: null,
-          apparmor: null,
-          supplemental_groups_policy: 'Merge',
-        },
-        overhead: null,
-        resources: null,
-      },
+      linux: linuxConfig(sysctls, {
+        namespace_options: { network, pid: 'CONTAINER', ipc, target_id: '', userns_options: null },
+      }),
     });
 
   it('takes the namespaced ones a pod has of its own', () => {
