@@ -10,6 +10,13 @@ import type { WebSocket } from 'ws';
 export const STREAM_CLOSE = 255;
 /** RFC 6455's close code for a peer that broke the protocol. */
 export const PROTOCOL_ERROR = 1002;
+/**
+ * While the socket is not read (a channel's reader is full: a command that leaves its stdin
+ * unread), a client that goes away is not seen: its FIN waits behind the bytes we do not take. A
+ * ping this often is a write, and a dead client's kernel answers it with a reset, which closes the
+ * session and kills its command.
+ */
+const PAUSED_PROBE_MS = 2_000;
 
 export interface ChannelSocket {
   /** One readable per channel the client may write to (stdin, resize, port-forward data). */
@@ -32,12 +39,25 @@ export function channelSocket(
   /** Channels the client closed (v5): later data on them is dropped, not pushed after the end. */
   const closed = new Set<number>();
 
+  let probe: NodeJS.Timeout | undefined;
+  const pause = (): void => {
+    ws.pause();
+    probe ??= setInterval(() => {
+      if (ws.readyState === ws.OPEN) ws.ping();
+    }, PAUSED_PROBE_MS);
+  };
+  const resume = (): void => {
+    clearInterval(probe);
+    probe = undefined;
+    ws.resume();
+  };
+
   const readable = (channel: number): Readable => {
     let r = readables.get(channel);
     if (!r) {
       r = new Readable({
         read: () => {
-          if (paused.delete(channel) && paused.size === 0) ws.resume();
+          if (paused.delete(channel) && paused.size === 0) resume();
         },
       });
       // A misbehaving client must not be able to raise an error nobody listens to.
@@ -98,10 +118,11 @@ export function channelSocket(
     if (!r || closed.has(channel) || r.readableEnded || data.length === 0) return;
     if (!r.push(data)) {
       paused.add(channel);
-      ws.pause();
+      pause();
     }
   });
   ws.on('close', () => {
+    clearInterval(probe);
     for (const [channel, r] of readables) {
       if (closed.has(channel)) continue;
       closed.add(channel);

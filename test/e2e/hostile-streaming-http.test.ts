@@ -11,7 +11,9 @@
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
 import { describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { processesMentioning } from '../../src/process/index.js';
+import { STREAM_CLOSE } from '../../src/streaming/channels.js';
 import { Rng, hostileSeed } from '../harness/hostile.js';
 import {
   CLOSE_WINDOW_MS,
@@ -26,6 +28,7 @@ import { awaitClose, frameCases, wsHandshake, type FrameCase } from '../harness/
 import { useListenerTarget } from '../harness/listeners.js';
 import { inPool } from '../harness/pool.js';
 import { registrySkip } from '../harness/skip.js';
+import { channelText, wsConnect } from '../harness/streaming.js';
 import { waitFor } from '../harness/wait.js';
 
 const SUITE_TIMEOUT_MS = 400_000;
@@ -230,6 +233,40 @@ describe('hostile HTTP on the streaming server', { skip: registrySkip, timeout: 
     }
     await target().assertServing(where);
   }
+
+  it('ends the exec of a WebSocket client that goes away while its command leaves stdin unread', async () => {
+    const marker = String(randomInt(100_000_000, 999_999_999));
+    const session = await wsConnect(await target().execUrl(['sleep', marker], { stdin: true }), [
+      'v5.channel.k8s.io',
+    ]);
+    session.ws.on('error', () => undefined);
+    await waitFor(async () => (await processesMentioning(marker)).length > 0, 30_000, {
+      what: `sleep ${marker}`,
+    });
+    // More stdin than the command's pipe and every buffer on the way hold: berthd stops reading
+    // the connection, so the client's going away can only be learnt by writing to it.
+    for (let n = 0; n < 256; n++) session.send(0, Buffer.alloc(64 * 1024, 'i'));
+    await sleep(1_000);
+    session.ws.terminate();
+    await waitFor(async () => (await processesMentioning(marker)).length === 0, 30_000, {
+      what: `sleep ${marker} killed once its client went away`,
+    });
+    await target().assertServing('after the WebSocket client went away');
+  });
+
+  it('keeps a live WebSocket client whose stdin waits unread: it gets all the output after', async () => {
+    const script = 'sleep 6; seq 1 300000; cat >/dev/null; echo done';
+    const session = await wsConnect(
+      await target().execUrl(['sh', '-c', script], { stdin: true, stdout: true }),
+      ['v5.channel.k8s.io'],
+    );
+    for (let n = 0; n < 64; n++) session.send(0, Buffer.alloc(64 * 1024, 'i'));
+    // v5's close of stdin: the command's cat then ends.
+    session.send(STREAM_CLOSE, Buffer.from([0]));
+    await session.closed;
+    assert.match(channelText(session, 1), /\n300000\ndone\n$/);
+    await target().assertServing('after the slow-stdin WebSocket session');
+  });
 
   it('cuts off a client that never finishes its headers, with a 408', async () => {
     const res = await rawExchange(
