@@ -10,6 +10,7 @@ import { errorMessage } from '../errors.js';
 import { ConnectionGuard, HTTP_SERVER_OPTIONS, refuse } from '../http/guard.js';
 import { isRefusal, parseTarget } from '../http/target.js';
 import type { Logger } from '../log.js';
+import { SingleFlight } from '../singleflight.js';
 
 export interface MetricsEndpoints {
   metrics(): Promise<string>;
@@ -47,7 +48,11 @@ export class MetricsServer {
       maxConnections: opts.maxConnections,
       logger,
     });
-    const scrape = new SharedCollection(async () => Buffer.from(await endpoints.metrics()));
+    const collections = new SingleFlight<Buffer>();
+    // One collection at a time: a scrape that arrives while one runs gets its result. A finished
+    // one is never reused, so that a scrape always sees what happened before it was sent.
+    const scrape = (): Promise<Buffer> =>
+      collections.run('metrics', async () => Buffer.from(await endpoints.metrics()));
     guard.onRequest((req, res) => answer(req, res, endpoints, scrape, logger));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -71,30 +76,11 @@ export class MetricsServer {
   }
 }
 
-/**
- * One collection at a time: a scrape that arrives while one runs gets its result. A finished one is
- * never reused, so that a scrape always sees what happened before it was sent.
- */
-class SharedCollection {
-  private running: Promise<Buffer> | undefined;
-
-  constructor(private readonly collect: () => Promise<Buffer>) {}
-
-  get(): Promise<Buffer> {
-    if (this.running) return this.running;
-    const started = this.collect().finally(() => {
-      if (this.running === started) this.running = undefined;
-    });
-    this.running = started;
-    return started;
-  }
-}
-
 async function answer(
   req: IncomingMessage,
   res: ServerResponse,
   endpoints: MetricsEndpoints,
-  scrape: SharedCollection,
+  scrape: () => Promise<Buffer>,
   logger: Logger,
 ): Promise<void> {
   const target = parseTarget(req.url);
@@ -107,7 +93,7 @@ async function answer(
   } else if (target.path === '/metrics') {
     let body: Buffer;
     try {
-      body = await scrape.get();
+      body = await scrape();
     } catch (err) {
       logger.warn({ err: errorMessage(err) }, 'metrics collection failed');
       refuse(res, 500, errorMessage(err));

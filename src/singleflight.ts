@@ -1,6 +1,7 @@
 /**
  * Concurrent callers with the same key share one run of the work: two pulls of an image (or of
- * two images sharing a layer) download and unpack it once.
+ * two images sharing a layer) download and unpack it once; scrapes that arrive together share
+ * one collection of the metrics.
  *
  * A caller may bring an AbortSignal. When it aborts, that caller alone is answered at once; the
  * shared work goes on for the others, and is aborted only when every caller waiting on it has
