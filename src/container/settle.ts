@@ -6,7 +6,7 @@
 import { containerChange } from '../events/lifecycle.js';
 import type { Logger } from '../log.js';
 import type { Container } from '../model/container.js';
-import type { ExitRecord } from '../monitor/exits.js';
+import type { ExitRecord } from '../runtime/exits.js';
 import { isRunning } from '../process/index.js';
 import { nowNanos } from '../time.js';
 import { runtimeOf, type ContainerServiceDeps } from './context.js';

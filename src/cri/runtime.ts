@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import type { BerthConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors.js';
-import type { RuntimeHandlers } from '../sandbox/runtimes.js';
+import type { RuntimeHandlers } from '../runtime/handlers.js';
 import type { SandboxService } from '../sandbox/service.js';
 import { BERTH_VERSION } from '../version.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';

@@ -6,12 +6,12 @@ import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Sandbox } from '../model/sandbox.js';
 import { listNetns, mountedAmong, removeNetns } from '../netns/index.js';
-import type { ContainerState, Runc } from '../oci/runc.js';
+import type { ContainerState, Runc } from '../runtime/runc.js';
 import { isRunning } from '../process/index.js';
 import type { Store } from '../store/index.js';
 import { removeSandboxDir } from './files.js';
 import { namespaceMounts } from './namespaces.js';
-import type { RuntimeHandler, RuntimeHandlers } from './runtimes.js';
+import type { RuntimeHandler, RuntimeHandlers } from '../runtime/handlers.js';
 import { NETNS_PREFIX } from './service.js';
 import { SandboxTeardown } from './teardown.js';
 

@@ -21,7 +21,7 @@ import { mountShm, writeHostnameFile, writeResolvConf } from './files.js';
 import type { PodGate } from './gate.js';
 import { KeyedLock } from '../operation/lock.js';
 import { attach, attachmentFor, PodCidrs, storedNetworking } from './network.js';
-import type { RuntimeHandlers } from './runtimes.js';
+import type { RuntimeHandlers } from '../runtime/handlers.js';
 import { SandboxTeardown, networkMayBeAttached } from './teardown.js';
 import type { SandboxFilter, SandboxVerboseInfo, SandboxView } from './types.js';
 import { Steps, asStep } from '../operation/steps.js';

@@ -11,7 +11,7 @@ import type { SandboxRepo } from '../store/index.js';
 import { setAsideSandboxDir, SHM_DIR, unmountShm } from './files.js';
 import { namespaceMounts, pinPaths } from './namespaces.js';
 import { detach } from './network.js';
-import type { RuntimeHandlers } from './runtimes.js';
+import type { RuntimeHandlers } from '../runtime/handlers.js';
 
 export interface TeardownDeps {
   sandboxes: SandboxRepo;

@@ -10,10 +10,10 @@ import {
   MonitorError,
   type ConmonOptions,
   type MonitorCreateRequest,
-} from '../../src/monitor/conmon.js';
+} from '../../src/runtime/conmon.js';
 import { MonitorCgroup } from '../../src/monitor/cgroup.js';
-import { ExitWatcher, type ExitRecord } from '../../src/monitor/exits.js';
-import { Runc } from '../../src/oci/runc.js';
+import { ExitWatcher, type ExitRecord } from '../../src/runtime/exits.js';
+import { Runc } from '../../src/runtime/runc.js';
 import type { Spec } from '../../src/oci/spec.js';
 import { isRunning, processesMentioning, waitForExit } from '../../src/process/index.js';
 import { runcDefaultSpec, writeBundle, writeBusyboxRootfs } from '../harness/bundles.js';

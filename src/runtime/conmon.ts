@@ -34,11 +34,11 @@ import {
   errorMessage,
 } from '../errors.js';
 import { findProgram } from '../exec.js';
-import { CREATE_LOG, Runc, readLoggedErrors } from '../oci/runc.js';
+import { CREATE_LOG, Runc, readLoggedErrors } from './runc.js';
 import { isRunning, killQuietly, parentPid, readPidFile, waitForExit } from '../process/index.js';
 import { checkSpawned } from '../process/spawn.js';
 import { allSettledOrThrow } from '../settle.js';
-import type { MonitorCgroup } from './cgroup.js';
+import type { MonitorCgroup } from '../monitor/cgroup.js';
 import { MONITOR_ID_PATTERN } from './exits.js';
 import { checkLogPath, prepareLogPath } from './logs.js';
 import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';

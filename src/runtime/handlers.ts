@@ -7,8 +7,8 @@ import { release } from 'node:os';
 import { ConfigError } from '../config/error.js';
 import { FailedPreconditionError } from '../errors.js';
 import { findProgram } from '../exec.js';
-import { Conmon, type ConmonOptions } from '../monitor/conmon.js';
-import { Runc } from '../oci/runc.js';
+import { Conmon, type ConmonOptions } from './conmon.js';
+import { Runc } from './runc.js';
 
 export interface HandlerFeatures {
   recursiveReadOnlyMounts: boolean;

@@ -13,7 +13,7 @@ import {
 } from '../errors.js';
 import { run, type ExecOptions } from '../exec.js';
 import { readPidFile } from '../process/index.js';
-import type { LinuxResources } from './spec.js';
+import type { LinuxResources } from '../oci/spec.js';
 import { PRIVATE_FILE } from '../file-modes.js';
 
 export interface RuncOptions {
