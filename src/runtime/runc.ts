@@ -47,7 +47,12 @@ export class RuncOutputError extends BerthError {
 const STATUSES: readonly ContainerStatus[] = ['creating', 'created', 'running', 'paused', 'stopped'];
 
 export class Runc {
-  constructor(private readonly opts: RuncOptions) {}
+  /** Read by conmon, which runs the same binary with the same root and cgroup driver. */
+  readonly opts: Readonly<RuncOptions>;
+
+  constructor(opts: RuncOptions) {
+    this.opts = { ...opts };
+  }
 
   /**
    * `runc create`: sets the container up, leaving its init waiting for start. Returns the init's
