@@ -8,13 +8,13 @@ import type { ChildProcess } from 'node:child_process';
  * The child's fds for conmon's pipes. conmon blocks on the start pipe before it forks anything, so
  * the cgroup it is moved into meanwhile is the one its daemon, and runc, are born in.
  */
-export const SYNC_PIPE_FD = 3;
+const SYNC_PIPE_FD = 3;
 export const START_PIPE_FD = 4;
 /** conmon writes one JSON object on its sync pipe; more than this is not conmon talking. */
 const SYNC_MESSAGE_MAX = 64 * 1024;
 
 /** The first message conmon writes on its sync pipe (fd 3, _OCI_SYNCPIPE). */
-export interface SyncMessage {
+interface SyncMessage {
   /** The container init's pid, or -1 when the create failed. */
   data: number;
   message?: string;
