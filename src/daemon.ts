@@ -23,14 +23,11 @@ import { NETNS_DIR_MODE, prepareNetnsDir } from './netns/index.js';
 import { ensureInfraRootfs } from './oci/infra.js';
 import { recover } from './sandbox/recovery.js';
 import { recoverContainers } from './container/recovery.js';
-import { execDirs } from './container/exec.js';
 import { ContainerService } from './container/service.js';
-import { resetExecDirs } from './oci/exec-process.js';
 import { MonitorCgroup } from './monitor/cgroup.js';
-import { ExitWatcher } from './monitor/exits.js';
 import { PodStatsService } from './podstats/service.js';
 import { PodGate } from './sandbox/gate.js';
-import { openRuntimeHandlers } from './sandbox/runtimes.js';
+import { ExitWatcher, openRuntimeHandlers, resetExecDirs } from './runtime/index.js';
 import { SandboxService } from './sandbox/service.js';
 import { allSettledWithin, type ShutdownOptions } from './shutdown.js';
 import { Store } from './store/index.js';
@@ -71,7 +68,9 @@ export async function startDaemon(
   const started = Date.now();
   const dirLocks = await claimDirs(config);
   await prepareNetnsDir(config.netnsDir);
-  await resetExecDirs(execDirs(config));
+  // Where each exec's process file, pid file and runc log live while it runs.
+  const execDir = join(config.stateDir, 'exec');
+  await resetExecDirs(execDir);
   const infraRootfs = await ensureInfraRootfs(config.rootDir);
 
   const store = Store.open(join(config.rootDir, 'berth.db'));
@@ -107,6 +106,7 @@ export async function startDaemon(
       socketDir: join(config.stateDir, 'sockets'),
       timeoutMs: config.runtimeTimeoutMs,
       cgroup: monitorCgroup,
+      execDir,
     },
   );
 

@@ -3,10 +3,9 @@ import type { LifecycleEvents } from '../events/lifecycle.js';
 import type { ImageService } from '../image/service.js';
 import type { Logger } from '../log.js';
 import type { Container } from '../model/container.js';
-import type { ExitWatcher } from '../monitor/exits.js';
 import type { KeyedLock } from '../operation/lock.js';
 import type { PodGate } from '../sandbox/gate.js';
-import type { RuntimeHandler, RuntimeHandlers } from '../sandbox/runtimes.js';
+import type { ExitWatcher, RuntimeHandler, RuntimeHandlers } from '../runtime/index.js';
 import type { Store } from '../store/index.js';
 
 export interface ContainerServiceDeps {

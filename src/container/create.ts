@@ -83,8 +83,8 @@ export class ContainerCreation {
         if (undo) steps.onUndo(name, undo);
         return act();
       });
-    const { conmon } = this.deps.runtimes.of(sandbox);
-    conmon.prepareForCreate();
+    const runtime = this.deps.runtimes.of(sandbox);
+    runtime.prepareForCreate();
     try {
       const rootfs = await step('rootfs', () =>
         prepareRootfs(id, imageConfig.rootfs.diff_ids, config.rootDir),
@@ -110,7 +110,7 @@ export class ContainerCreation {
         for (const note of prepared.notes) log.warn(note);
       });
       await step('monitor', async () => {
-        const created = await conmon.create({
+        const created = await runtime.create({
           id,
           name: `${pod.metadata.namespace}_${pod.metadata.name}_${spec.metadata.name}`,
           bundleDir,

@@ -1,20 +1,12 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { BerthConfig } from '../config/types.js';
 import { FailedPreconditionError, errorMessage } from '../errors.js';
 import type { Container } from '../model/container.js';
-import { attachToMonitor } from '../monitor/attach.js';
-import { execStream, type ExecStreamIo } from '../oci/exec-stream.js';
-import { EXEC_SYNC_OUTPUT_CAP, execSync, type ExecSyncResult } from '../oci/exec-sync.js';
+import { EXEC_SYNC_OUTPUT_CAP, type ExecStreamIo, type ExecSyncResult } from '../runtime/index.js';
 import type { Process, Spec } from '../oci/spec.js';
 import { runtimeOf, type ContainerServiceDeps } from './context.js';
 import { findRunning } from './lookup.js';
 import { timerMs } from './timer.js';
-
-/** Where each exec's process file, pid file and runc log live while it runs; swept at start-up. */
-export function execDirs(config: BerthConfig): string {
-  return join(config.stateDir, 'exec');
-}
 
 /** Processes run in a running container besides its own (ExecSync, streaming exec), and attaching to its own. */
 export class ContainerExec {
@@ -29,10 +21,9 @@ export class ContainerExec {
   ): Promise<ExecSyncResult> {
     const container = findRunning(this.deps.store, idOrPrefix);
     const process = await execProcess(container, cmd);
-    return execSync(runtimeOf(this.deps, container).runc, container.id, process, {
+    return runtimeOf(this.deps, container).execSync(container.id, process, {
       timeoutMs: timerMs(timeoutSeconds),
       maxOutputBytes: EXEC_SYNC_OUTPUT_CAP,
-      tmpDir: execDirs(this.deps.config),
       ...(signal ? { signal } : {}),
     });
   }
@@ -46,23 +37,17 @@ export class ContainerExec {
   async execStream(idOrPrefix: string, cmd: string[], io: ExecStreamIo): Promise<number> {
     const container = findRunning(this.deps.store, idOrPrefix);
     const process = await execProcess(container, cmd);
-    return execStream(
-      runtimeOf(this.deps, container).runc,
-      container.id,
-      process,
-      io,
-      execDirs(this.deps.config),
-    );
+    return runtimeOf(this.deps, container).execStream(container.id, process, io);
   }
 
   /** Joins the container's own stdio (held by conmon) until its output ends or the client leaves. */
   async attach(idOrPrefix: string, io: ExecStreamIo): Promise<void> {
     const { logger } = this.deps;
     const container = findRunning(this.deps.store, idOrPrefix);
-    const { conmon } = runtimeOf(this.deps, container);
+    const runtime = runtimeOf(this.deps, container);
     const { spec } = container;
     const onResize = (size: { width: number; height: number }): void => {
-      conmon.resizeTerminal(container.bundleDir, size).catch((err: unknown) => {
+      runtime.resizeTerminal(container, size).catch((err: unknown) => {
         logger.debug({ container: container.id, err: errorMessage(err) }, 'terminal resize failed');
       });
     };
@@ -71,9 +56,10 @@ export class ContainerExec {
       io.resize.on('resize', onResize);
     }
     try {
-      await attachToMonitor(
-        { socketDir: conmon.socketDirOf(container.id), closeStdinOnEnd: spec.stdinOnce && !spec.tty },
+      await runtime.attach(
+        container.id,
         { ...io, stdin: spec.stdin ? io.stdin : null },
+        { closeStdinOnEnd: spec.stdinOnce && !spec.tty },
       );
     } finally {
       io.resize.off('resize', onResize);

@@ -1,5 +1,5 @@
 import type { Container } from '../model/container.js';
-import type { ExitRecord } from '../monitor/exits.js';
+import type { ExitRecord } from '../runtime/index.js';
 import { isRunning } from '../process/index.js';
 import { withCurrent, type ContainerContext } from './context.js';
 import { hasProcess } from './lookup.js';

@@ -51,16 +51,16 @@ export class ContainerLifecycle {
     const { store, logger, exits, events } = this.ctx.deps;
     await this.ctx.lock.with(id, async () => {
       const container = currentContainer(store, id);
-      const { runc } = runtimeOf(this.ctx.deps, container);
+      const runtime = runtimeOf(this.ctx.deps, container);
       if (container.state !== 'CREATED') {
         throw new FailedPreconditionError(`container ${id} is ${stateWord(container)}, not created`);
       }
       const startedAt = nowNanos();
       try {
-        await runc.start(id);
+        await runtime.start(id);
       } catch (err) {
         // A start that went through before an error (or a retry after a crash) is a start.
-        if ((await runc.state(id).catch(() => null))?.status === 'running') {
+        if ((await runtime.state(id).catch(() => null))?.status === 'running') {
           events.publish(containerChange('STARTED', store.containers.markRunning(id, startedAt)));
           return;
         }
@@ -100,14 +100,14 @@ export class ContainerLifecycle {
     const { store, exits, logger, events } = this.ctx.deps;
     const container = currentContainer(store, id);
     if (container.state === 'EXITED' || container.state === 'CREATING') return;
-    const { runc } = runtimeOf(this.ctx.deps, container);
+    const runtime = runtimeOf(this.ctx.deps, container);
     const already = await exits.read(id);
     if (already) {
       this.recorder.apply(already);
       return;
     }
     if (container.state === 'RUNNING' && timeoutSeconds > 0) {
-      await runc.kill(id, this.stopSignal(container));
+      await runtime.kill(id, this.stopSignal(container));
       const exited = await exits.wait(id, timerMs(timeoutSeconds));
       if (exited) {
         this.recorder.apply(exited);
@@ -115,7 +115,7 @@ export class ContainerLifecycle {
       }
       logger.info({ container: id, timeoutSeconds }, 'stop timeout expired: SIGKILL');
     }
-    await runc.kill(id, 'SIGKILL', true);
+    await runtime.kill(id, 'SIGKILL', { all: true });
     const monitored = container.monitorPid > 0 && (await isRunning(container.monitorPid));
     const killed = await exits.wait(id, monitored ? KILL_WAIT_MS : UNMONITORED_KILL_WAIT_MS);
     if (killed) {
@@ -124,7 +124,7 @@ export class ContainerLifecycle {
     }
     // No exit file: its conmon is gone (killed, or lost in a crash). The process' fate is known,
     // though: it was SIGKILLed; only the monitor's record of it is missing.
-    const state = await runc.state(id);
+    const state = await runtime.state(id);
     const alive = state !== null && state.status !== 'stopped' && (await isRunning(state.pid));
     if (alive) throw new StepError('stop', new Error(`container ${id} did not exit after SIGKILL`));
     const exited = store.containers.markExited(id, {
@@ -194,7 +194,7 @@ export class ContainerLifecycle {
           `container ${container.id} is ${stateWord(container)}: nothing to update`,
         );
       }
-      await runtimeOf(this.ctx.deps, container).runc.update(
+      await runtimeOf(this.ctx.deps, container).updateResources(
         container.id,
         linuxResources(await supportedResources(resources, 'linux')),
       );
@@ -206,7 +206,7 @@ export class ContainerLifecycle {
   async reopenLog(idOrPrefix: string): Promise<void> {
     const container = findRunning(this.ctx.deps.store, idOrPrefix);
     if (container.logPath === '') return;
-    await runtimeOf(this.ctx.deps, container).conmon.reopenLog(container.bundleDir, container.logPath);
+    await runtimeOf(this.ctx.deps, container).reopenLog(container, container.logPath);
   }
 
   private createdIn(sandboxId: string): Container[] {

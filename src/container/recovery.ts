@@ -5,10 +5,8 @@ import { listRootfsDirs } from '../imagestore/rootfs.js';
 import type { Logger } from '../log.js';
 import type { LifecycleEvents } from '../events/lifecycle.js';
 import type { Container } from '../model/container.js';
-import { isConmonOf } from '../monitor/conmon.js';
-import type { ExitWatcher } from '../monitor/exits.js';
 import { inPool } from '../operation/pool.js';
-import type { RuntimeHandlers } from '../sandbox/runtimes.js';
+import type { ExitWatcher, RuntimeHandlers } from '../runtime/index.js';
 import type { Store } from '../store/index.js';
 import { runtimeOf } from './context.js';
 import { recordExit, settleUnmonitored } from './settle.js';
@@ -69,7 +67,7 @@ export async function recoverContainers(deps: ContainerRecoveryDeps): Promise<Co
           'rolled back a CreateContainer interrupted by a daemon exit',
         );
       } else if (container.state !== 'EXITED') await reconcile(deps, container, report);
-      else if (deps.rebooted) await runtimeOf(deps, container).runc.delete(container.id, { force: true });
+      else if (deps.rebooted) await runtimeOf(deps, container).delete(container.id, { force: true });
     } catch (err) {
       logger.error({ container: container.id, err: errorMessage(err) }, 'container repair failed');
     }
@@ -92,7 +90,11 @@ async function reconcile(deps: ContainerRecoveryDeps, container: Container, repo
   }
   // The common case, a running container under its live conmon, needs no runc exec: conmon outlives
   // its container's process, and when that exits, the exit file the watcher reads follows.
-  if (!rebooted && container.state === 'RUNNING' && (await isConmonOf(container.monitorPid, container.id)))
+  if (
+    !rebooted &&
+    container.state === 'RUNNING' &&
+    (await deps.runtimes.isMonitoring(container.id, container.monitorPid))
+  )
     return;
   const settled = await settleUnmonitored(deps, container, { rebooted });
   if (settled === 'killed' || settled === 'lost') report.lost.push(container.id);

@@ -6,7 +6,7 @@
 import { containerChange } from '../events/lifecycle.js';
 import type { Logger } from '../log.js';
 import type { Container } from '../model/container.js';
-import type { ExitRecord } from '../monitor/exits.js';
+import type { ExitRecord } from '../runtime/index.js';
 import { isRunning } from '../process/index.js';
 import { nowNanos } from '../time.js';
 import { runtimeOf, type ContainerServiceDeps } from './context.js';
@@ -56,8 +56,8 @@ export async function settleUnmonitored(
   opts: { rebooted: boolean },
 ): Promise<Settled> {
   const { store, logger, events } = deps;
-  const { runc } = runtimeOf(deps, container);
-  const state = opts.rebooted ? null : await runc.state(container.id).catch(() => null);
+  const runtime = runtimeOf(deps, container);
+  const state = opts.rebooted ? null : await runtime.state(container.id).catch(() => null);
   const monitorAlive = !opts.rebooted && container.monitorPid > 0 && (await isRunning(container.monitorPid));
   const processAlive = state !== null && state.status !== 'stopped' && (await isRunning(state.pid));
   if (monitorAlive && (processAlive || state?.status === 'stopped')) {
@@ -73,7 +73,7 @@ export async function settleUnmonitored(
     return 'running';
   }
   if (processAlive) {
-    await runc.kill(container.id, 'SIGKILL', true);
+    await runtime.kill(container.id, 'SIGKILL', { all: true });
     const killed = store.containers.markExited(container.id, {
       exitCode: 137,
       reason: 'Error',
@@ -93,7 +93,7 @@ export async function settleUnmonitored(
     finishedAt: nowNanos(),
   });
   events.publish(containerChange('STOPPED', lost));
-  if (opts.rebooted || state !== null) await runc.delete(container.id, { force: true });
+  if (opts.rebooted || state !== null) await runtime.delete(container.id, { force: true });
   logger.warn(
     { container: container.id, rebooted: opts.rebooted },
     'container lost: reported exited with code 255',

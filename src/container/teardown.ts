@@ -4,10 +4,8 @@ import { errorMessage } from '../errors.js';
 import { removeRootfs, unmountRootfs } from '../imagestore/rootfs.js';
 import type { Logger } from '../log.js';
 import type { Container } from '../model/container.js';
-import { isConmonOf } from '../monitor/conmon.js';
-import type { ExitWatcher } from '../monitor/exits.js';
 import { pauseIfAsked } from '../operation/pause.js';
-import type { RuntimeHandler, RuntimeHandlers } from '../sandbox/runtimes.js';
+import type { ExitWatcher, RuntimeHandler, RuntimeHandlers } from '../runtime/index.js';
 import { cgroupRelativePath } from '../stats/cgroup.js';
 import type { Store } from '../store/index.js';
 import { runtimeOf } from './context.js';
@@ -96,7 +94,7 @@ export class ContainerTeardown {
   }
 
   private async discardMonitor(id: string, handlers: RuntimeHandler[], monitorPid: number): Promise<void> {
-    for (const { conmon } of handlers) await conmon.release(id, monitorPid);
+    for (const handler of handlers) await handler.release(id, monitorPid);
     await this.deps.exits.forget(id);
   }
 
@@ -111,7 +109,7 @@ export class ContainerTeardown {
     const { id } = container;
     if (this.released.has(id)) return;
     try {
-      await runtimeOf(this.deps, container).runc.delete(id);
+      await runtimeOf(this.deps, container).delete(id);
       await unmountRootfs(id, this.deps.config.rootDir);
       this.released.add(id);
     } catch (err) {
@@ -135,7 +133,7 @@ export class ContainerTeardown {
     const handlers = this.handlersOf(container);
     if (justStopped) {
       await this.afterExit(container, logger);
-      if (monitorPid > 0 && (await isConmonOf(monitorPid, id)))
+      if (monitorPid > 0 && (await this.deps.runtimes.isMonitoring(id, monitorPid)))
         await this.discardMonitor(id, handlers, monitorPid);
     }
     this.deps.store.containers.delete(id);

@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import type { BerthConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors.js';
-import type { RuntimeHandlers } from '../sandbox/runtimes.js';
+import type { RuntimeHandlers } from '../runtime/index.js';
 import type { SandboxService } from '../sandbox/service.js';
 import { BERTH_VERSION } from '../version.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
@@ -76,7 +76,7 @@ function cidr(field: string, value: string): string {
  * by exact name, and a pod without a RuntimeClass asks for "" (containerd and CRI-O list it too).
  */
 function wireHandlers(handlers: RuntimeHandlers): Sent<'RuntimeHandler'>[] {
-  const listed = [{ ...handlers.defaultHandler, name: '' }, ...handlers.all()];
+  const listed = [{ name: '', features: handlers.defaultHandler.features }, ...handlers.all()];
   return listed.map(({ name, features }) => ({
     name,
     features: {

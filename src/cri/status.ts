@@ -11,7 +11,7 @@ import {
   UnavailableError,
   UnimplementedError,
 } from '../errors.js';
-import { MonitorError } from '../monitor/conmon.js';
+import { MonitorError } from '../runtime/index.js';
 import { RegistryAuthError, RegistryConnectError, RegistryUnavailableError } from '../registry/errors.js';
 
 /** The one place where domain errors become gRPC status codes. */

@@ -6,12 +6,11 @@ import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Sandbox } from '../model/sandbox.js';
 import { listNetns, mountedAmong, removeNetns } from '../netns/index.js';
-import type { ContainerState, Runc } from '../oci/runc.js';
 import { isRunning } from '../process/index.js';
 import type { Store } from '../store/index.js';
 import { removeSandboxDir } from './files.js';
 import { namespaceMounts } from './namespaces.js';
-import type { RuntimeHandler, RuntimeHandlers } from './runtimes.js';
+import type { ContainerState, RuntimeHandler, RuntimeHandlers } from '../runtime/index.js';
 import { NETNS_PREFIX } from './service.js';
 import { SandboxTeardown } from './teardown.js';
 
@@ -150,16 +149,16 @@ async function probeHost(deps: RecoveryDeps, sandboxes: Sandbox[]): Promise<Host
     if (handler) handlers.set(handler.name, handler);
   }
   const listed = await Promise.all(
-    [...handlers.values()].map(async ({ name, runc }) => [name, await listWithRetry(runc)] as const),
+    [...handlers.values()].map(async (handler) => [handler.name, await listWithRetry(handler)] as const),
   );
   const pins = sandboxes.filter((s) => !s.infra && s.state !== 'CREATING').flatMap(namespaceMounts);
   return { runcContainers: new Map(listed), mountedPins: new Set(await mountedAmong(pins)) };
 }
 
 /** One more try after a failure: a runc that was only slow (a loaded node) answers the second time. */
-async function listWithRetry(runc: Runc): Promise<Map<string, ContainerState> | Error> {
+async function listWithRetry(runtime: RuntimeHandler): Promise<Map<string, ContainerState> | Error> {
   const list = async (): Promise<Map<string, ContainerState>> =>
-    new Map((await runc.list()).map((state) => [state.id, state]));
+    new Map((await runtime.list()).map((state) => [state.id, state]));
   try {
     return await list();
   } catch {
@@ -239,8 +238,9 @@ async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promis
     report.orphanNetns.push(path);
     logger.warn({ netns: path }, 'removed a netns pin with no sandbox record');
   }
-  for (const { name, runc } of runtimes.all()) {
-    const listed = await listWithRetry(runc);
+  for (const runtime of runtimes.all()) {
+    const { name } = runtime;
+    const listed = await listWithRetry(runtime);
     if (listed instanceof Error) {
       // Nothing is known to be an orphan then; the next start sweeps again.
       logger.error(
@@ -251,7 +251,7 @@ async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promis
     }
     for (const container of listed.values()) {
       if (known.has(container.id) || knownContainers.has(container.id)) continue;
-      await runc.delete(container.id, { force: true });
+      await runtime.delete(container.id, { force: true });
       report.orphanContainers.push(container.id);
       logger.warn(
         { container: container.id, runtimeHandler: name },

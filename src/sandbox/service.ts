@@ -21,7 +21,7 @@ import { mountShm, writeHostnameFile, writeResolvConf } from './files.js';
 import type { PodGate } from './gate.js';
 import { KeyedLock } from '../operation/lock.js';
 import { attach, attachmentFor, PodCidrs, storedNetworking } from './network.js';
-import type { RuntimeHandlers } from './runtimes.js';
+import type { RuntimeHandlers } from '../runtime/index.js';
 import { SandboxTeardown, networkMayBeAttached } from './teardown.js';
 import type { SandboxFilter, SandboxVerboseInfo, SandboxView } from './types.js';
 import { Steps, asStep } from '../operation/steps.js';
@@ -270,7 +270,7 @@ export class SandboxService {
     netnsPath: string | null,
   ): Promise<void> {
     const { config, store } = this.deps;
-    const { runc } = this.deps.runtimes.of({ id, runtimeHandler: spec.runtimeHandler });
+    const runtime = this.deps.runtimes.of({ id, runtimeHandler: spec.runtimeHandler });
     await steps.run('infra-create', async () => {
       steps.onUndo('infra-create', () => this.teardown.deleteInfra(id));
       const bundleDir = join(sandboxDir, 'bundle');
@@ -297,10 +297,10 @@ export class SandboxService {
         },
       });
       await writeFile(join(bundleDir, 'config.json'), JSON.stringify(ociSpec), { mode: PRIVATE_FILE });
-      const pid = await runc.create(id, bundleDir, join(bundleDir, 'infra.pid'));
+      const pid = await runtime.createUnmonitored(id, bundleDir);
       store.sandboxes.infraCreated(id, pid);
     });
-    await steps.run('infra-start', () => runc.start(id));
+    await steps.run('infra-start', () => runtime.start(id));
   }
 
   /** Idempotent: an unknown sandbox has nothing left to stop. */
@@ -331,15 +331,15 @@ export class SandboxService {
 
   private async stopInfra(sandbox: Sandbox): Promise<void> {
     const { config } = this.deps;
-    const { runc } = this.deps.runtimes.of(sandbox);
+    const runtime = this.deps.runtimes.of(sandbox);
     const { id } = sandbox;
     await asStep('infra-stop', async () => {
-      const state = await runc.state(id);
+      const state = await runtime.state(id);
       const pid = state?.pid || sandbox.pid;
       if (!state || state.status === 'stopped' || !(await isRunning(pid))) return;
-      await runc.kill(id, 'SIGTERM');
+      await runtime.kill(id, 'SIGTERM');
       if (await waitForExit(pid, config.stopGraceMs)) return;
-      await runc.kill(id, 'SIGKILL');
+      await runtime.kill(id, 'SIGKILL');
       if (!(await waitForExit(pid, 10_000))) throw new Error(`infra process ${pid} survived SIGKILL`);
     });
   }

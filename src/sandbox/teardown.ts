@@ -11,7 +11,7 @@ import type { SandboxRepo } from '../store/index.js';
 import { setAsideSandboxDir, SHM_DIR, unmountShm } from './files.js';
 import { namespaceMounts, pinPaths } from './namespaces.js';
 import { detach } from './network.js';
-import type { RuntimeHandlers } from './runtimes.js';
+import type { RuntimeHandlers } from '../runtime/index.js';
 
 export interface TeardownDeps {
   sandboxes: SandboxRepo;
@@ -44,7 +44,7 @@ export class SandboxTeardown {
   async deleteInfra(id: string): Promise<void> {
     const sandbox = this.deps.sandboxes.get(id);
     if (!sandbox?.infra) return;
-    await asStep('infra-delete', () => this.deps.runtimes.of(sandbox).runc.delete(id, { force: true }));
+    await asStep('infra-delete', () => this.deps.runtimes.of(sandbox).delete(id, { force: true }));
   }
 
   /**

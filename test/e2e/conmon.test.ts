@@ -10,10 +10,10 @@ import {
   MonitorError,
   type ConmonOptions,
   type MonitorCreateRequest,
-} from '../../src/monitor/conmon.js';
+} from '../../src/runtime/conmon.js';
 import { MonitorCgroup } from '../../src/monitor/cgroup.js';
-import { ExitWatcher, type ExitRecord } from '../../src/monitor/exits.js';
-import { Runc } from '../../src/oci/runc.js';
+import { ExitWatcher, type ExitRecord } from '../../src/runtime/exits.js';
+import { Runc } from '../../src/runtime/runc.js';
 import type { Spec } from '../../src/oci/spec.js';
 import { isRunning, processesMentioning, waitForExit } from '../../src/process/index.js';
 import { runcDefaultSpec, writeBundle, writeBusyboxRootfs } from '../harness/bundles.js';
@@ -29,11 +29,10 @@ const cgroupParent = 'berth-test-conmon';
 const T = 10_000;
 const TOOLS = ['sh', 'echo', 'sleep', 'cat', 'head', 'tr', 'tail', 'yes', 'printf'];
 
+const runc = new Runc({ binary: 'runc', root: join(base, 'runc'), systemdCgroup: false, timeoutMs: T });
 const opts: ConmonOptions = {
   binary: 'conmon',
-  runtime: 'runc',
-  runtimeRoot: join(base, 'runc'),
-  systemdCgroup: false,
+  runc,
   exitDir: join(base, 'exits'),
   socketDir: join(base, 's'),
   persistDir: join(base, 'persist'),
@@ -41,7 +40,6 @@ const opts: ConmonOptions = {
   cgroup: new MonitorCgroup('berth-monitors', 'cgroupfs'),
 };
 const conmon = new Conmon(opts);
-const runc = new Runc({ binary: 'runc', root: opts.runtimeRoot, systemdCgroup: false, timeoutMs: T });
 const exits = new ExitWatcher(opts.exitDir, createLogger('silent'), opts.persistDir);
 /** Every report of the watcher, in order: each exit must come exactly once. */
 const reported: ExitRecord[] = [];

@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { run } from '../../src/exec.js';
 import { readMountInfo } from '../../src/mounts/mountinfo.js';
-import { EXEC_SYNC_OUTPUT_CAP } from '../../src/oci/exec-sync.js';
+import { EXEC_SYNC_OUTPUT_CAP } from '../../src/runtime/exec-sync.js';
 import { SHARED_PID_LINUX, TestDaemon } from '../harness/daemon.js';
 import { namesIn } from '../harness/files.js';
 import { rejectsWith } from '../harness/grpc.js';

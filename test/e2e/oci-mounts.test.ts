@@ -17,7 +17,7 @@ import { hostDevices } from '../../src/oci/devices.js';
 import { buildInfraSpec } from '../../src/oci/infra.js';
 import { resolveMounts } from '../../src/oci/mounts.js';
 import { clampOomScoreAdj } from '../../src/oci/oom.js';
-import { Runc } from '../../src/oci/runc.js';
+import { Runc } from '../../src/runtime/runc.js';
 import { defaultSeccompProfile } from '../../src/oci/seccomp.js';
 import type { Spec } from '../../src/oci/spec.js';
 import { resolveUser } from '../../src/oci/user.js';

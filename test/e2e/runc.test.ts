@@ -8,7 +8,7 @@ import { run } from '../../src/exec.js';
 import { createPinnedNetns, isMounted, prepareNetnsDir, removeNetns } from '../../src/netns/index.js';
 import { buildInfraSpec, ensureInfraRootfs, type InfraSpecOptions } from '../../src/oci/infra.js';
 import { clampOomScoreAdj } from '../../src/oci/oom.js';
-import { Runc } from '../../src/oci/runc.js';
+import { Runc } from '../../src/runtime/runc.js';
 import { waitForRuncStatus, writeBundle } from '../harness/bundles.js';
 import { removeCgroupTree } from '../harness/cgroups.js';
 import { nsInode } from '../harness/namespaces.js';

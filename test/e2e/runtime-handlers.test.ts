@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { findProgram, run } from '../../src/exec.js';
-import { Runc } from '../../src/oci/runc.js';
+import { Runc } from '../../src/runtime/runc.js';
 import { runBusyboxContainer } from '../harness/bundles.js';
 import { removeCgroupTree } from '../harness/cgroups.js';
 import { podConfig, SHARED_PID_LINUX, TestDaemon } from '../harness/daemon.js';

@@ -7,7 +7,7 @@ import { chmod, copyFile, mkdir, mkdtemp, readFile, rm, symlink, writeFile } fro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run } from '../../src/exec.js';
-import type { ContainerState, Runc } from '../../src/oci/runc.js';
+import type { ContainerState, Runc } from '../../src/runtime/runc.js';
 import type { LinuxResources, Spec } from '../../src/oci/spec.js';
 import { waitFor } from './wait.js';
 

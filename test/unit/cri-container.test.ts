@@ -31,7 +31,7 @@ import { DeadlineExceededError, InvalidArgumentError, NotFoundError } from '../.
 import type { ContainerService } from '../../src/container/service.js';
 import type { ContainerFilter, ContainerStatsView, ContainerView } from '../../src/container/types.js';
 import type { ContainerResources, ContainerSpec } from '../../src/model/container.js';
-import type { ExecSyncResult } from '../../src/oci/exec-sync.js';
+import type { ExecSyncResult } from '../../src/runtime/exec-sync.js';
 import { CriClient } from '../harness/client.js';
 
 type CreateContainerRequest = Received<'CreateContainerRequest'>;

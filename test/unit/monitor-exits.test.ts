@@ -5,7 +5,7 @@ import { mkdir, mkdtemp, open, rename, rm, stat, utimes, writeFile } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '../../src/log.js';
-import { ExitWatcher, OOM_MARKER, type ExitRecord } from '../../src/monitor/exits.js';
+import { ExitWatcher, OOM_MARKER, type ExitRecord } from '../../src/runtime/exits.js';
 import { parseCriLogLine } from '../harness/cri-log.js';
 
 const logger = createLogger('silent');

@@ -11,7 +11,7 @@ import {
 } from '../../src/oci/infra.js';
 import { hasInterpreter } from '../../src/oci/elf.js';
 import { clampOomScoreAdj } from '../../src/oci/oom.js';
-import { readLoggedErrors } from '../../src/oci/runc.js';
+import { readLoggedErrors } from '../../src/runtime/runc.js';
 
 function options(over: Partial<InfraSpecOptions> = {}): InfraSpecOptions {
   return {

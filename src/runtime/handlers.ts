@@ -1,26 +1,16 @@
 /**
  * Runtime handlers: the OCI runtimes a pod may ask for by name (kubelet's RuntimeClass handler).
  * Each has its own runc binary and root, and the conmon that runs containers with them; a pod's
- * infra and its containers all run under the pod's handler.
+ * infra and its containers all run under the pod's handler. Each is opened once, at start-up.
  */
 import { release } from 'node:os';
 import { ConfigError } from '../config/error.js';
 import { FailedPreconditionError } from '../errors.js';
 import { findProgram } from '../exec.js';
-import { Conmon, type ConmonOptions } from '../monitor/conmon.js';
-import { Runc } from '../oci/runc.js';
-
-export interface HandlerFeatures {
-  recursiveReadOnlyMounts: boolean;
-  userNamespaces: boolean;
-}
-
-export interface RuntimeHandler {
-  readonly name: string;
-  readonly runc: Runc;
-  readonly conmon: Conmon;
-  readonly features: HandlerFeatures;
-}
+import { Conmon, isConmonOf, type ConmonOptions } from './conmon.js';
+import { Runc } from './runc.js';
+import { RuncConmonHandler } from './runc-conmon.js';
+import type { HandlerFeatures, RuntimeHandler } from './runtime.js';
 
 /** What a pod record says of its handler. */
 export interface HandlerOwner {
@@ -58,6 +48,14 @@ export class RuntimeHandlers {
     }
     return handler;
   }
+
+  /**
+   * True when `monitorPid` is still the monitor of container `id`; a reused pid is not. Every
+   * handler's containers share the one monitor program, so this needs no handler.
+   */
+  isMonitoring(id: string, monitorPid: number): Promise<boolean> {
+    return isConmonOf(monitorPid, id);
+  }
 }
 
 /** Recursive read-only mounts need mount_setattr (Linux 5.12) and a runc that knows "rro". */
@@ -79,17 +77,24 @@ export interface HandlerConfig {
 }
 
 /** What every handler's runc and conmon share: the monitor and its dirs, the cgroup driver, the deadline. */
-export type SharedRuntimeConfig = Omit<ConmonOptions, 'runtime' | 'runtimeRoot'>;
+export type SharedRuntimeConfig = Omit<ConmonOptions, 'runc'> & {
+  systemdCgroup: boolean;
+  /** Parent of the per-exec temp dirs; emptied at start-up (resetExecDirs). */
+  execDir: string;
+};
 
 export async function openRuntimeHandlers(
   defaultConfig: HandlerConfig,
   others: readonly HandlerConfig[],
   shared: SharedRuntimeConfig,
 ): Promise<RuntimeHandlers> {
+  const { systemdCgroup, execDir, ...monitor } = shared;
   const open = async ({ name, binary, root }: HandlerConfig): Promise<RuntimeHandler> => {
-    const runc = new Runc({ binary, root, systemdCgroup: shared.systemdCgroup, timeoutMs: shared.timeoutMs });
-    const conmon = new Conmon({ ...shared, runtime: await findProgram(binary), runtimeRoot: root });
-    return { name, runc, conmon, features: await probeFeatures(runc) };
+    // Looked up now, so that a handler whose binary is missing fails the start, not a pod's run.
+    const path = await findProgram(binary);
+    const runc = new Runc({ binary: path, root, systemdCgroup, timeoutMs: shared.timeoutMs });
+    const conmon = new Conmon({ ...monitor, runc });
+    return new RuncConmonHandler({ name, runc, conmon, features: await probeFeatures(runc), execDir });
   };
   const sharing = others.find((other) => other.root === defaultConfig.root);
   if (sharing) {

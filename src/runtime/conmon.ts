@@ -21,11 +21,9 @@
  * conmon's working directory is the persist directory: it also drops an `oom` file in its cwd.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { constants, type Stats } from 'node:fs';
 import { mkdir, open, readFile, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
-import { watch } from 'node:fs';
 import { Writable } from 'node:stream';
-import { basename, dirname, isAbsolute, join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import {
   AlreadyExistsError,
   BerthError,
@@ -34,11 +32,13 @@ import {
   errorMessage,
 } from '../errors.js';
 import { findProgram } from '../exec.js';
-import { CREATE_LOG, Runc, readLoggedErrors } from '../oci/runc.js';
+import { reopenLog, resizeTerminal } from './conmon-control.js';
+import { START_PIPE_FD, awaitSyncMessage, conmonEnv, exitCodeOf, type SyncOutcome } from './conmon-sync.js';
+import { CREATE_LOG, readLoggedErrors, type Runc } from './runc.js';
 import { isRunning, killQuietly, parentPid, readPidFile, waitForExit } from '../process/index.js';
 import { checkSpawned } from '../process/spawn.js';
 import { allSettledOrThrow } from '../settle.js';
-import type { MonitorCgroup } from './cgroup.js';
+import type { MonitorCgroup } from '../monitor/cgroup.js';
 import { MONITOR_ID_PATTERN } from './exits.js';
 import { checkLogPath, prepareLogPath } from './logs.js';
 import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
@@ -46,18 +46,18 @@ import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
 export interface ConmonOptions {
   /** Path or name of the conmon binary. */
   binary: string;
-  /** Path or name of runc; conmon needs a path, so a bare name is looked up in PATH. */
-  runtime: string;
-  /** runc's --root, the same as berth's Runc uses. */
-  runtimeRoot: string;
-  systemdCgroup: boolean;
+  /**
+   * The handler's runc, shared with the rest of berth: conmon runs its binary with its root and
+   * cgroup driver, and a failed create's cleanup goes through it.
+   */
+  runc: Runc;
   /** Where conmon writes `<id>` exit files; the ExitWatcher watches it. */
   exitDir: string;
   /** Where conmon links `<id>` to the bundle for its attach socket: keep it short (108-byte limit). */
   socketDir: string;
   /** Parent of the per-container persist directories (OOM marker); the ExitWatcher reads it. */
   persistDir: string;
-  /** Deadline for one create (conmon plus runc create), and for each runc call of a cleanup. */
+  /** Deadline for one create (conmon plus runc create), and for conmon to reopen a log. */
   timeoutMs: number;
   /** Where each conmon is moved before it forks its daemon and runc. */
   cgroup: MonitorCgroup;
@@ -97,10 +97,6 @@ export class MonitorError extends BerthError {
   }
 }
 
-/** conmon's control message asking it to reopen the log file (type 2; height and width unused). */
-const REOPEN_LOG_MESSAGE = '2 0 0\n';
-/** conmon's control message type for a terminal resize: "1 <height> <width>". */
-const RESIZE_MESSAGE_TYPE = 1;
 const CONMON_LOG = 'conmon.log';
 const CONTAINER_PID_FILE = 'pid';
 const MONITOR_PID_FILE = 'conmon.pid';
@@ -108,41 +104,11 @@ const MONITOR_PID_FILE = 'conmon.pid';
 const BUNDLE_ARTEFACTS = ['ctl', 'winsz', 'attach', CONTAINER_PID_FILE, MONITOR_PID_FILE];
 /** A SIGKILLed process is gone within milliseconds unless the kernel is stuck. */
 const KILL_WAIT_MS = 5_000;
-/**
- * The child's fds for conmon's pipes. conmon blocks on the start pipe before it forks anything, so
- * the cgroup it is moved into meanwhile is the one its daemon, and runc, are born in.
- */
-const SYNC_PIPE_FD = 3;
-const START_PIPE_FD = 4;
-/** conmon writes one JSON object on its sync pipe; more than this is not conmon talking. */
-const SYNC_MESSAGE_MAX = 64 * 1024;
-
-/** The first message conmon writes on its sync pipe (fd 3, _OCI_SYNCPIPE). */
-interface SyncMessage {
-  /** The container init's pid, or -1 when the create failed. */
-  data: number;
-  message?: string;
-}
-
-/** How waiting for the sync message ended. */
-type SyncOutcome =
-  | { kind: 'message'; message: SyncMessage }
-  | { kind: 'closed' }
-  | { kind: 'timeout' }
-  | { kind: 'spawn-error'; error: Error };
 
 export class Conmon {
-  private readonly runc: Runc;
   private runtimePath: Promise<string> | null = null;
 
-  constructor(private readonly opts: ConmonOptions) {
-    this.runc = new Runc({
-      binary: opts.runtime,
-      root: opts.runtimeRoot,
-      systemdCgroup: opts.systemdCgroup,
-      timeoutMs: opts.timeoutMs,
-    });
-  }
+  constructor(private readonly opts: ConmonOptions) {}
 
   /** The container's dir in the socket dir, a link to its bundle, where conmon's `attach` socket is. */
   socketDirOf(id: string): string {
@@ -169,7 +135,7 @@ export class Conmon {
     // Side by side (each is a thread-pool round trip), and all before anything is removed or
     // made: the cleanup of a failed create must never delete another container's files.
     const [state, bundle, runtime] = await Promise.all([
-      this.runc.state(req.id),
+      this.opts.runc.state(req.id),
       stat(req.bundleDir).catch(() => null),
       this.resolveRuntime(),
     ]);
@@ -266,27 +232,12 @@ export class Conmon {
    * FailedPreconditionError; this never blocks on a dead conmon.
    */
   async reopenLog(bundleDir: string, logPath?: string): Promise<void> {
-    const before = logPath ? await statOrNull(logPath) : null;
-    const changed = logPath ? watchForNewFile(logPath, before, this.opts.timeoutMs) : null;
-    try {
-      await writeControl(bundleDir, REOPEN_LOG_MESSAGE, 'reopen its log');
-      if (changed && !(await changed.done)) {
-        throw new FailedPreconditionError(
-          `conmon did not reopen ${logPath} within ${this.opts.timeoutMs} ms (did it exit?)`,
-        );
-      }
-    } finally {
-      changed?.cancel();
-    }
+    await reopenLog(bundleDir, logPath, this.opts.timeoutMs);
   }
 
   /** Tells the container's conmon its terminal's new size; it resizes the pty it holds. */
   async resizeTerminal(bundleDir: string, size: { width: number; height: number }): Promise<void> {
-    await writeControl(
-      bundleDir,
-      `${RESIZE_MESSAGE_TYPE} ${size.height} ${size.width}\n`,
-      'resize its terminal',
-    );
+    await resizeTerminal(bundleDir, size);
   }
 
   private args(req: MonitorCreateRequest, runtime: string): string[] {
@@ -311,12 +262,12 @@ export class Conmon {
     // said on failure (absent from its stderr); --systemd-cgroup comes from conmon's own -s.
     // prettier-ignore
     const runtimeArgs = [
-      '--root', this.opts.runtimeRoot,
+      '--root', this.opts.runc.opts.root,
       '--log', join(bundle, CREATE_LOG),
       '--log-format', 'json',
     ];
     for (const arg of runtimeArgs) args.push('--runtime-arg', arg);
-    if (this.opts.systemdCgroup) args.push('--systemd-cgroup');
+    if (this.opts.runc.opts.systemdCgroup) args.push('--systemd-cgroup');
     if (req.tty) args.push('--terminal');
     if (req.stdin) args.push('--stdin');
     if (req.stdin && !req.stdinOnce) args.push('--leave-stdin-open');
@@ -366,7 +317,7 @@ export class Conmon {
   }
 
   private resolveRuntime(): Promise<string> {
-    this.runtimePath ??= findProgram(this.opts.runtime).catch((err: unknown) => {
+    this.runtimePath ??= findProgram(this.opts.runc.opts.binary).catch((err: unknown) => {
       this.runtimePath = null;
       throw err;
     });
@@ -389,7 +340,7 @@ export class Conmon {
         await waitForExit(pid, KILL_WAIT_MS);
       }
     }
-    await this.runc.delete(req.id, { force: true });
+    await this.opts.runc.delete(req.id, { force: true });
     await this.removeMonitorFiles(req.id);
     await Promise.all(BUNDLE_ARTEFACTS.map((name) => rm(join(req.bundleDir, name), { force: true })));
   }
@@ -404,7 +355,7 @@ export class Conmon {
       killQuietly(monitorPid);
       await waitForExit(monitorPid, KILL_WAIT_MS);
     }
-    await this.runc.delete(id, { force: true });
+    await this.opts.runc.delete(id, { force: true });
     await this.removeMonitorFiles(id);
   }
 
@@ -447,69 +398,6 @@ function validate(req: MonitorCreateRequest): void {
   if (req.logPath !== '') checkLogPath(req.logPath);
 }
 
-/** The environment conmon gets: ours, with its sync and start pipes named. */
-function conmonEnv(): NodeJS.ProcessEnv {
-  return { ...process.env, _OCI_SYNCPIPE: String(SYNC_PIPE_FD), _OCI_STARTPIPE: String(START_PIPE_FD) };
-}
-
-/**
- * Waits for conmon's first complete JSON line on fd 3. The daemon keeps its end open while the
- * container lives, so EOF is never waited for after a message; EOF before one means conmon died.
- */
-function awaitSyncMessage(child: ChildProcess, timeoutMs: number): Promise<SyncOutcome> {
-  const pipe = child.stdio[SYNC_PIPE_FD];
-  return new Promise<SyncOutcome>((resolve) => {
-    let buffered = '';
-    let settled = false;
-    const finish = (outcome: SyncOutcome): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      pipe?.destroy();
-      resolve(outcome);
-    };
-    const timer = setTimeout(() => finish({ kind: 'timeout' }), timeoutMs);
-    child.once('error', (error) => finish({ kind: 'spawn-error', error }));
-    if (!pipe) {
-      finish({ kind: 'spawn-error', error: new Error('no sync pipe') });
-      return;
-    }
-    pipe.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString('utf8');
-      const newline = buffered.indexOf('\n');
-      if (newline < 0) {
-        if (buffered.length > SYNC_MESSAGE_MAX) finish({ kind: 'closed' });
-        return;
-      }
-      const message = parseSyncMessage(buffered.slice(0, newline));
-      finish(message ? { kind: 'message', message } : { kind: 'closed' });
-    });
-    pipe.once('end', () => finish({ kind: 'closed' }));
-    pipe.once('error', () => finish({ kind: 'closed' }));
-  });
-}
-
-function parseSyncMessage(line: string): SyncMessage | null {
-  try {
-    const raw: unknown = JSON.parse(line);
-    if (typeof raw !== 'object' || raw === null) return null;
-    const { data, message } = raw as Record<string, unknown>;
-    if (typeof data !== 'number' || !Number.isInteger(data)) return null;
-    return typeof message === 'string' ? { data, message } : { data };
-  } catch {
-    return null;
-  }
-}
-
-/** The exit code of the first conmon (null if killed by a signal). */
-function exitCodeOf(child: ChildProcess): Promise<number | null> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null) resolve(child.exitCode);
-    child.once('exit', (code) => resolve(code));
-    child.once('error', () => resolve(null));
-  });
-}
-
 /** `promise`'s value, or null when it has not settled within `ms`. */
 async function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T | null> {
   let timer: NodeJS.Timeout | undefined;
@@ -533,74 +421,4 @@ export async function isConmonOf(pid: number, id: string): Promise<boolean> {
   const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
   const argv = cmdline.split('\0');
   return argv.some((arg, i) => (arg === '--cid' || arg === '-c') && argv[i + 1] === id);
-}
-
-/** SIGKILL to a pid, or to a process group when negative. */
-async function statOrNull(path: string): Promise<Stats | null> {
-  try {
-    return await stat(path);
-  } catch {
-    return null;
-  }
-}
-
-/**
- * Resolves true once a file other than `before` (another inode, or any file when there was none)
- * sits at `path`, false after `timeoutMs`. Watches the directory: conmon creates `<path>.tmp`
- * and renames it over `path`.
- */
-function watchForNewFile(
-  path: string,
-  before: Stats | null,
-  timeoutMs: number,
-): { done: Promise<boolean>; cancel: () => void } {
-  let cancel = (): void => undefined;
-  const done = new Promise<boolean>((resolve) => {
-    let settled = false;
-    const watcher = watch(dirname(path), { persistent: false });
-    const finish = (ok: boolean): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      watcher.close();
-      resolve(ok);
-    };
-    cancel = () => finish(false);
-    const timer = setTimeout(() => finish(false), timeoutMs);
-    const check = async (): Promise<void> => {
-      const now = await statOrNull(path);
-      if (now && (!before || now.ino !== before.ino || now.dev !== before.dev)) finish(true);
-    };
-    watcher.on('change', (_event, name) => {
-      if (name === null || String(name) === basename(path)) void check();
-    });
-    watcher.on('error', () => finish(false));
-    void check();
-  });
-  return { done, cancel };
-}
-
-/**
- * Writes one message to conmon's control fifo. A container whose conmon is gone is
- * FailedPreconditionError; this never blocks on a dead conmon.
- */
-async function writeControl(bundleDir: string, message: string, what: string): Promise<void> {
-  const ctl = join(bundleDir, 'ctl');
-  let fifo: FileHandle;
-  try {
-    // O_NONBLOCK: opening a fifo for writing blocks until it has a reader; with no conmon
-    // holding the read end it fails at once with ENXIO instead.
-    fifo = await open(ctl, constants.O_WRONLY | constants.O_NONBLOCK);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENXIO' || code === 'ENOENT') {
-      throw new FailedPreconditionError(`no conmon is running for bundle ${bundleDir}: cannot ${what}`);
-    }
-    throw err;
-  }
-  try {
-    await fifo.write(message);
-  } finally {
-    await fifo.close();
-  }
 }

@@ -28,7 +28,7 @@ import {
   withExecFiles,
 } from './exec-process.js';
 import type { Runc } from './runc.js';
-import type { Process } from './spec.js';
+import type { Process } from '../oci/spec.js';
 
 export interface ExecStreamIo {
   stdin: Readable | null;

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { ExecError, FailedPreconditionError, InvalidArgumentError } from '../errors.js';
 import { commandLine, killQuietly, parentPid, processesMentioning, readPidFile } from '../process/index.js';
 import { readLoggedErrors, type Runc } from './runc.js';
-import type { Process } from './spec.js';
+import type { Process } from '../oci/spec.js';
 import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
 
 /** How long a kill waits for runc to write the pid file (runc still setting up). */

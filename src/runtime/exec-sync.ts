@@ -32,7 +32,7 @@ import {
   withExecFiles,
 } from './exec-process.js';
 import type { Runc } from './runc.js';
-import type { Process } from './spec.js';
+import type { Process } from '../oci/spec.js';
 
 /**
  * What ExecSync keeps of each stream: enough for any probe (kubelet reads 10 KiB) or

@@ -13,7 +13,7 @@ import {
 } from '../errors.js';
 import { run, type ExecOptions } from '../exec.js';
 import { readPidFile } from '../process/index.js';
-import type { LinuxResources } from './spec.js';
+import type { LinuxResources } from '../oci/spec.js';
 import { PRIVATE_FILE } from '../file-modes.js';
 
 export interface RuncOptions {
@@ -47,7 +47,12 @@ export class RuncOutputError extends BerthError {
 const STATUSES: readonly ContainerStatus[] = ['creating', 'created', 'running', 'paused', 'stopped'];
 
 export class Runc {
-  constructor(private readonly opts: RuncOptions) {}
+  /** Read by conmon, which runs the same binary with the same root and cgroup driver. */
+  readonly opts: Readonly<RuncOptions>;
+
+  constructor(opts: RuncOptions) {
+    this.opts = { ...opts };
+  }
 
   /**
    * `runc create`: sets the container up, leaving its init waiting for start. Returns the init's

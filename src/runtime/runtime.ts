@@ -1,0 +1,91 @@
+/**
+ * The seam between berth's services and the OCI runtime that runs their containers. Services say
+ * what they want done to a container; only src/runtime/ knows which programs do it and with which
+ * arguments (runc, and conmon as each container's monitor). There is one RuntimeHandler per
+ * configured handler (kubelet's RuntimeClass handler), made once at start-up (handlers.ts).
+ */
+import type { LinuxResources, Process } from '../oci/spec.js';
+import type { AttachIo } from './attach.js';
+import type { MonitorCreateRequest, MonitorCreated } from './conmon.js';
+import type { ExecStreamIo } from './exec-stream.js';
+import type { ExecSyncOptions, ExecSyncResult } from './exec-sync.js';
+import type { ContainerState } from './runc.js';
+
+/** What a handler can do beyond the basics, probed once when it is opened. */
+export interface HandlerFeatures {
+  recursiveReadOnlyMounts: boolean;
+  userNamespaces: boolean;
+}
+
+/** A container as its monitor knows it: the id, and the bundle holding the monitor's control fifos. */
+export interface MonitoredContainer {
+  id: string;
+  bundleDir: string;
+}
+
+/** The life of a container, from its creation to its deletion. */
+export interface ContainerVerbs {
+  /**
+   * Called as a create begins, well before `create`, so that what the monitor needs (its cgroup)
+   * gets ready while the rootfs and spec are made.
+   */
+  prepareForCreate(): void;
+  /**
+   * Creates the container of a bundle under a new monitor, which then holds its stdio, writes its
+   * log and records its exit; it is left created, for `start`. Throws MonitorError with the
+   * runtime's or the monitor's words, and leaves nothing behind.
+   */
+  create(req: MonitorCreateRequest): Promise<MonitorCreated>;
+  /**
+   * Creates the container of a bundle with no monitor: its output is discarded and nobody records
+   * its exit (a pod's infra, which only holds namespaces). Returns its init's host pid.
+   */
+  createUnmonitored(id: string, bundleDir: string): Promise<number>;
+  /** Lets a created container's init exec its process. */
+  start(id: string): Promise<void>;
+  /**
+   * Sends `signal` ('SIGTERM', 'KILL', '9'…) to the init, or with `all` to every process in the
+   * container's cgroup. A container that is gone or stopped counts as done.
+   */
+  kill(id: string, signal: string, opts?: { all?: boolean }): Promise<void>;
+  /** `force` also kills a running container. A missing container counts as done. */
+  delete(id: string, opts?: { force?: boolean }): Promise<void>;
+  /** The runtime's view of a container, or null when it does not know it. */
+  state(id: string): Promise<ContainerState | null>;
+  /** Every container this handler's runtime knows. */
+  list(): Promise<ContainerState[]>;
+  /** Applies the fields present to the live cgroups of a created, running or paused container. */
+  updateResources(id: string, resources: LinuxResources): Promise<void>;
+  /**
+   * Everything of a container's monitoring goes: its monitor (only if `monitorPid` is still it),
+   * the runtime's container, and the monitor's exit, persist and socket files. Idempotent.
+   */
+  release(id: string, monitorPid: number): Promise<void>;
+}
+
+/** What ExecSync asks for; where the runtime keeps its per-exec files is its own business. */
+export type RuntimeExecSyncOptions = Omit<ExecSyncOptions, 'tmpDir'>;
+
+/** Processes in a running container besides its own, and its own stdio, held by its monitor. */
+export interface ProcessVerbs {
+  /** Runs `process` to its end, output collected; a timeout is a result (timedOut), not an error. */
+  execSync(id: string, process: Process, opts: RuntimeExecSyncOptions): Promise<ExecSyncResult>;
+  /** Runs `process` with the client's streams and terminal; resolves with its exit code. */
+  execStream(id: string, process: Process, io: ExecStreamIo): Promise<number>;
+  /** Joins the container's own stdio until its output ends or the client leaves. */
+  attach(id: string, io: AttachIo, opts: { closeStdinOnEnd: boolean }): Promise<void>;
+  /** The new size of the terminal the monitor holds for a container made with a tty. */
+  resizeTerminal(container: MonitoredContainer, size: { width: number; height: number }): Promise<void>;
+  /** Has the monitor reopen the container's log file (kubelet rotated it); resolves once it has. */
+  reopenLog(container: MonitoredContainer, logPath: string): Promise<void>;
+}
+
+/**
+ * One configured handler: its name (the one kubelet asks for), what it can do, and the verbs.
+ * Checkpoint and restore are to be one more group of verbs beside these two, offered by a handler
+ * whose features say that it can.
+ */
+export interface RuntimeHandler extends ContainerVerbs, ProcessVerbs {
+  readonly name: string;
+  readonly features: HandlerFeatures;
+}

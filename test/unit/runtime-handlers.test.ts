@@ -1,0 +1,109 @@
+/**
+ * The runtime seam's own logic: which handler answers to which name, and which runc command line
+ * each verb becomes, the monitor's cleanup included. runc is a script that logs its arguments.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { release, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MonitorCgroup } from '../../src/monitor/cgroup.js';
+import { openRuntimeHandlers, type RuntimeHandlers } from '../../src/runtime/index.js';
+
+let dir: string;
+let calls: string;
+let handlers: RuntimeHandlers;
+
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'berth-runtime-handlers-'));
+  calls = join(dir, 'calls');
+  const runc = join(dir, 'fake-runc');
+  const script = [
+    '#!/bin/sh',
+    `echo "$*" >> '${calls}'`,
+    'case " $* " in',
+    `  *" features "*) echo '{"mountOptions":["rro"]}' ;;`,
+    '  *" list "*) echo null ;;',
+    'esac',
+    '',
+  ];
+  await writeFile(runc, script.join('\n'));
+  await chmod(runc, 0o755);
+  handlers = await openRuntimeHandlers(
+    { name: 'runc', binary: runc, root: join(dir, 'root-default') },
+    [{ name: 'other', binary: runc, root: join(dir, 'root-other') }],
+    {
+      binary: join(dir, 'no-conmon-is-run'),
+      systemdCgroup: true,
+      exitDir: join(dir, 'exits'),
+      socketDir: join(dir, 'sockets'),
+      persistDir: join(dir, 'persist'),
+      timeoutMs: 10_000,
+      cgroup: new MonitorCgroup('inherit', 'cgroupfs'),
+      execDir: join(dir, 'exec'),
+    },
+  );
+});
+
+after(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** The runc command lines run since the last call. */
+async function takeCalls(): Promise<string[]> {
+  const text = await readFile(calls, 'utf8').catch(() => '');
+  await rm(calls, { force: true });
+  return text.split('\n').filter((line) => line !== '');
+}
+
+test('the default handler also answers to ""; a pod of a handler no longer configured is refused', () => {
+  assert.deepEqual(
+    handlers.all().map((handler) => handler.name),
+    ['runc', 'other'],
+  );
+  assert.equal(handlers.find(''), handlers.defaultHandler);
+  assert.equal(handlers.find('other')?.name, 'other');
+  assert.equal(handlers.find('gone'), undefined);
+  assert.throws(() => handlers.of({ id: 'pod1', runtimeHandler: 'gone' }), {
+    name: 'FailedPreconditionError',
+    message: /"gone" of pod sandbox pod1 is no longer configured/,
+  });
+});
+
+test('each handler probed its runc once: rro needs Linux 5.12 and a runc that names it', async () => {
+  const [major = 0, minor = 0] = release().split('.').map(Number);
+  const kernelHasRro = major > 5 || (major === 5 && minor >= 12);
+  for (const handler of handlers.all()) {
+    assert.deepEqual(handler.features, { recursiveReadOnlyMounts: kernelHasRro, userNamespaces: false });
+  }
+  const probes = (await takeCalls()).filter((line) => line.endsWith(' features'));
+  assert.deepEqual(probes.sort(), [
+    `--root ${join(dir, 'root-default')} --systemd-cgroup features`,
+    `--root ${join(dir, 'root-other')} --systemd-cgroup features`,
+  ]);
+});
+
+test("a verb runs the handler's runc with the handler's root and flags", async () => {
+  await takeCalls();
+  const other = handlers.of({ id: 'pod1', runtimeHandler: 'other' });
+  await other.kill('c1', 'SIGKILL', { all: true });
+  await handlers.defaultHandler.kill('c1', 'TERM');
+  assert.deepEqual(await other.list(), []);
+  assert.deepEqual(await takeCalls(), [
+    `--root ${join(dir, 'root-other')} --systemd-cgroup kill --all c1 SIGKILL`,
+    `--root ${join(dir, 'root-default')} --systemd-cgroup kill c1 TERM`,
+    `--root ${join(dir, 'root-other')} --systemd-cgroup list --format json`,
+  ]);
+});
+
+test("the monitor's cleanup deletes through the handler's one runc", async () => {
+  await takeCalls();
+  const other = handlers.of({ id: 'pod1', runtimeHandler: 'other' });
+  // runc knows a container by its state dir under the root; without one nothing is run.
+  await mkdir(join(dir, 'root-other', 'c2'), { recursive: true });
+  await other.release('c2', 0);
+  await other.release('c3', 0);
+  assert.deepEqual(await takeCalls(), [
+    `--root ${join(dir, 'root-other')} --systemd-cgroup delete --force c2`,
+  ]);
+});
