@@ -2,7 +2,7 @@ import { DeadlineExceededError, InvalidArgumentError } from '../errors.js';
 import type { ContainerService } from '../container/service.js';
 import type { ContainerFilter, ContainerStateName, ContainerView } from '../container/types.js';
 import type { ContainerMount, ContainerResources, ContainerSpec, DeviceMapping } from '../model/container.js';
-import type { KeyValue } from '../oci/container.js';
+import type { KeyValue } from '../oci/container-input.js';
 import { MAX_ENV_BYTES, MAX_ENV_ENTRIES } from '../oci/environment.js';
 import type { MountPropagation } from '../oci/mounts.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';

@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { isAbsolute } from 'node:path';
 import { InvalidArgumentError } from '../errors.js';
-import type { NamespaceMode } from '../oci/container.js';
+import type { NamespaceMode } from '../oci/container-input.js';
 
 export function hasControlChar(value: string): boolean {
   for (let i = 0; i < value.length; i++) {

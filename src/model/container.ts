@@ -3,7 +3,7 @@
  * ContainerConfig (src/cri builds it from a request); it is stored with the container so that
  * Status, restarts and UpdateContainerResources see exactly what the container was created with.
  */
-import type { ContainerConfigInput, ContainerSecurityInput, ResourceLimits } from '../oci/container.js';
+import type { ContainerConfigInput, ContainerSecurityInput, ResourceLimits } from '../oci/container-input.js';
 import type { BindMount } from '../oci/mounts.js';
 import type { ResolvedUser, UserRequest } from '../oci/user.js';
 import { INITIAL_CONTAINER_STATE, type ContainerState } from './container-lifecycle.js';

@@ -4,7 +4,7 @@
  * CreateContainer calls (and restarts) see exactly what the pod was started with.
  */
 import type { CniAttachment, CniNetworkList, CniResult } from '../cni/index.js';
-import type { NamespaceModes } from '../oci/container.js';
+import type { NamespaceModes } from '../oci/container-input.js';
 import { INITIAL_SANDBOX_STATES, type NetworkState, type SandboxState } from './sandbox-lifecycle.js';
 
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';

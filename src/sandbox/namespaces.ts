@@ -8,7 +8,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { BerthConfig } from '../config/types.js';
 import type { Sandbox, SandboxSpec } from '../model/sandbox.js';
-import type { PodNamespacePaths } from '../oci/container.js';
+import type { PodNamespacePaths } from '../oci/container-input.js';
 
 const PIN_DIR = 'ns';
 

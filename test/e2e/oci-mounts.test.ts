@@ -12,7 +12,8 @@ import type { ContainerMount, ContainerSecurity, ContainerSpec } from '../../src
 import { run } from '../../src/exec.js';
 import { mountContaining, parseMountInfo } from '../../src/mounts/mountinfo.js';
 import { allCapabilities, effectiveCapabilities } from '../../src/oci/capabilities.js';
-import { buildContainerSpec, type ContainerSpecInput } from '../../src/oci/container.js';
+import { buildContainerSpec } from '../../src/oci/container.js';
+import type { ContainerSpecInput } from '../../src/oci/container-input.js';
 import { hostDevices } from '../../src/oci/devices.js';
 import { buildInfraSpec } from '../../src/oci/infra.js';
 import { resolveMounts } from '../../src/oci/mounts.js';

@@ -5,7 +5,7 @@ import { InvalidArgumentError } from '../../src/errors.js';
 import { toSandboxFilter, toSandboxSpec } from '../../src/cri/sandbox.js';
 import { toPodStatsFilter } from '../../src/cri/stats.js';
 import type { Received } from '../../src/cri/messages.js';
-import type { NamespaceMode } from '../../src/oci/container.js';
+import type { NamespaceMode } from '../../src/oci/container-input.js';
 
 type RunPodSandboxRequest = Received<'RunPodSandboxRequest'>;
 type WirePodSandboxConfig = Received<'PodSandboxConfig'>;

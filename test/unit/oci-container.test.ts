@@ -12,13 +12,8 @@ import {
   KNOWN_CAPABILITIES,
   normalizeCapability,
 } from '../../src/oci/capabilities.js';
-import {
-  buildContainerSpec,
-  linuxResources,
-  processArgs,
-  processEnv,
-  type ContainerSpecInput,
-} from '../../src/oci/container.js';
+import { buildContainerSpec, linuxResources, processArgs, processEnv } from '../../src/oci/container.js';
+import type { ContainerSpecInput } from '../../src/oci/container-input.js';
 import { deviceFromPath, hostDevices, splitDev } from '../../src/oci/devices.js';
 import { propagationSatisfied, resolveMounts } from '../../src/oci/mounts.js';
 import { mountContaining, parseMountInfo, type MountInfoEntry } from '../../src/mounts/mountinfo.js';
