@@ -26,7 +26,7 @@ import { recoverContainers } from './container/recovery.js';
 import { execDirs } from './container/exec.js';
 import { ContainerService } from './container/service.js';
 import { resetExecDirs } from './oci/exec-process.js';
-import { MonitorCgroup } from './monitor/cgroup.js';
+import { MonitorCgroup } from './cgroups/monitor.js';
 import { ExitWatcher } from './monitor/exits.js';
 import { PodStatsService } from './podstats/service.js';
 import { PodGate } from './sandbox/gate.js';

@@ -6,7 +6,7 @@ import { containerChange } from '../events/lifecycle.js';
 import { containerDir, prepareRootfs } from '../imagestore/rootfs.js';
 import { newContainer, type ContainerSpec } from '../model/container.js';
 import type { Sandbox } from '../model/sandbox.js';
-import { cgroupsPath } from '../oci/cgroups.js';
+import { cgroupsPath } from '../cgroups/driver.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import { Steps } from '../operation/steps.js';
 import { allSettledOrThrow } from '../settle.js';

@@ -22,7 +22,7 @@ import { resolveUser, type ResolvedUser } from '../oci/user.js';
 import { isRunning } from '../process/index.js';
 import { HOSTNAME_FILE, RESOLV_CONF, SHM_DIR } from '../sandbox/files.js';
 import { podNamespacePaths } from '../sandbox/namespaces.js';
-import { cgroupVersion } from '../stats/cgroup.js';
+import { cgroupVersion } from '../cgroups/stats.js';
 
 export const HOSTS_FILE = 'hosts';
 

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { containerDir } from '../imagestore/rootfs.js';
 import type { Container } from '../model/container.js';
-import { readCgroupStats } from '../stats/cgroup.js';
+import { readCgroupStats } from '../cgroups/stats.js';
 import { directoryUsage } from '../stats/disk.js';
 import { nowNanos } from '../time.js';
 import type { ContainerServiceDeps } from './context.js';

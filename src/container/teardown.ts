@@ -8,7 +8,7 @@ import { isConmonOf } from '../monitor/conmon.js';
 import type { ExitWatcher } from '../monitor/exits.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import type { RuntimeHandler, RuntimeHandlers } from '../sandbox/runtimes.js';
-import { cgroupRelativePath } from '../stats/cgroup.js';
+import { cgroupRelativePath } from '../cgroups/stats.js';
 import type { Store } from '../store/index.js';
 import { runtimeOf } from './context.js';
 

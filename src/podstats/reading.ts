@@ -8,7 +8,7 @@ import type { ContainerStatsView } from '../container/types.js';
 import type { Container } from '../model/container.js';
 import type { Sandbox } from '../model/sandbox.js';
 import { readInterfaceCounters, type InterfaceCounters } from '../netns/counters.js';
-import { cgroupsPath, type CgroupDriver } from '../oci/cgroups.js';
+import { cgroupsPath, type CgroupDriver } from '../cgroups/driver.js';
 import {
   cgroupRelativePath,
   parentRelativePath,
@@ -16,7 +16,7 @@ import {
   readCgroupStatsAt,
   type CgroupDetail,
   type CgroupStats,
-} from '../stats/cgroup.js';
+} from '../cgroups/stats.js';
 import type { Store } from '../store/index.js';
 import { nowNanos } from '../time.js';
 

@@ -11,7 +11,7 @@ import { sandboxChange, type LifecycleEvents } from '../events/lifecycle.js';
 import type { Logger } from '../log.js';
 import { dialLocalhost } from '../netns/dial.js';
 import { createPinnedNamespaces, createPinnedNetns } from '../netns/index.js';
-import { cgroupsPath } from '../oci/cgroups.js';
+import { cgroupsPath } from '../cgroups/driver.js';
 import { buildInfraSpec } from '../oci/infra.js';
 import { clampOomScoreAdj } from '../oci/oom.js';
 import { isRunning, waitForExit } from '../process/index.js';

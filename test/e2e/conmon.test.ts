@@ -11,7 +11,7 @@ import {
   type ConmonOptions,
   type MonitorCreateRequest,
 } from '../../src/monitor/conmon.js';
-import { MonitorCgroup } from '../../src/monitor/cgroup.js';
+import { MonitorCgroup } from '../../src/cgroups/monitor.js';
 import { ExitWatcher, type ExitRecord } from '../../src/monitor/exits.js';
 import { Runc } from '../../src/oci/runc.js';
 import type { Spec } from '../../src/oci/spec.js';

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status, type ServiceError } from '@grpc/grpc-js';
-import { cgroupsPath } from '../../src/oci/cgroups.js';
+import { cgroupsPath } from '../../src/cgroups/driver.js';
 import { ANSWER_BOUND_MS } from '../harness/bounds.js';
 import { hierarchiesHolding } from '../harness/cgroups.js';
 import { podConfig, TestDaemon } from '../harness/daemon.js';

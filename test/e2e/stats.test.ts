@@ -12,7 +12,7 @@ import { isMounted } from '../../src/netns/index.js';
 import { EXEC_SYNC_OUTPUT_CAP, execSync } from '../../src/oci/exec-sync.js';
 import { Runc } from '../../src/oci/runc.js';
 import type { Spec } from '../../src/oci/spec.js';
-import { cgroupVersion, readCgroupStats } from '../../src/stats/cgroup.js';
+import { cgroupVersion, readCgroupStats } from '../../src/cgroups/stats.js';
 import { directoryUsage } from '../../src/stats/disk.js';
 import { runBusyboxContainer, waitForRuncStatus } from '../harness/bundles.js';
 import { removeCgroupTree } from '../harness/cgroups.js';

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { parseNetDev, readInterfaceCounters } from '../../src/netns/counters.js';
 import { metricDescriptors } from '../../src/podstats/metrics.js';
-import { parentRelativePath, readCgroupDetailAt } from '../../src/stats/cgroup.js';
+import { parentRelativePath, readCgroupDetailAt } from '../../src/cgroups/stats.js';
 import { CounterRate } from '../../src/stats/rate.js';
 
 const dirs: string[] = [];

@@ -10,7 +10,7 @@ import {
   expandSlice,
   parseFlatKeyed,
   readCgroupStats,
-} from '../../src/stats/cgroup.js';
+} from '../../src/cgroups/stats.js';
 
 const dirs: string[] = [];
 after(async () => {

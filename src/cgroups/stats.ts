@@ -6,7 +6,7 @@
 import { access, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BerthError, InvalidArgumentError } from '../errors.js';
-import type { CgroupDriver } from '../oci/cgroups.js';
+import type { CgroupDriver } from './driver.js';
 
 /** All counters are int64 on the CRI wire, hence bigint. */
 export interface CgroupStats {
