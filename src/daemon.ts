@@ -1,5 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { cgroupManager } from './cgroups/index.js';
 import { lockDirs, type DirLocks } from './dir-lock.js';
 import { ensureDir, PASSABLE_DIR, PRIVATE_DIR } from './file-modes.js';
 import { Cni } from './cni/index.js';
@@ -9,6 +10,7 @@ import { describePod, type PodSnapshot } from './cri/events.js';
 import { loadCriServices } from './cri/loader.js';
 import { serveCri, type CriServer } from './cri/server.js';
 import { EventHub } from './events/hub.js';
+import { probeHostFeatures } from './host/features.js';
 import { LifecyclePublisher, sandboxChange, type LifecycleEvent } from './events/lifecycle.js';
 import { sweepImageStore } from './image/recovery.js';
 import { ImageService } from './image/service.js';
@@ -26,7 +28,6 @@ import { recoverContainers } from './container/recovery.js';
 import { execDirs } from './container/exec.js';
 import { ContainerService } from './container/service.js';
 import { resetExecDirs } from './oci/exec-process.js';
-import { MonitorCgroup } from './cgroups/monitor.js';
 import { ExitWatcher } from './monitor/exits.js';
 import { PodStatsService } from './podstats/service.js';
 import { PodGate } from './sandbox/gate.js';
@@ -70,6 +71,8 @@ export async function startDaemon(
 ): Promise<Daemon> {
   const started = Date.now();
   const dirLocks = await claimDirs(config);
+  // Read while the dirs below are made; nothing else probes the host after this.
+  const probing = probeHostFeatures({ timeoutMs: config.runtimeTimeoutMs });
   await prepareNetnsDir(config.netnsDir);
   await resetExecDirs(execDirs(config));
   const infraRootfs = await ensureInfraRootfs(config.rootDir);
@@ -92,7 +95,15 @@ export async function startDaemon(
   const exitDir = join(config.stateDir, 'exits');
   const persistDir = join(config.stateDir, 'monitor');
   const exits = new ExitWatcher(exitDir, logger, persistDir);
-  const monitorCgroup = new MonitorCgroup(config.monitorCgroup, config.cgroupDriver);
+  const host = await probing;
+  logger.info({ features: host }, 'host features');
+  if (host.appArmor.enabled) {
+    logger.warn(
+      'AppArmor is enabled, but berth has no default profile yet: RuntimeDefault containers run unconfined by it',
+    );
+  }
+  const cgroups = cgroupManager(config.cgroupDriver, host.cgroups);
+  const monitorCgroup = cgroups.monitors(config.monitorCgroup);
   const strayMonitors = await monitorCgroup.adoptStrays(exitDir);
   if (strayMonitors.length > 0) logger.info({ pids: strayMonitors }, 'moved monitors into their cgroup');
   // runc's state lives on tmpfs, so a reboot clears it together with the processes it describes.
@@ -123,7 +134,18 @@ export async function startDaemon(
     runtimes,
     logger,
     recoverContainers: (rebooted) =>
-      recoverContainers({ config, store, runtimes, exits, exitDir, persistDir, logger, events, rebooted }),
+      recoverContainers({
+        config,
+        store,
+        cgroups,
+        runtimes,
+        exits,
+        exitDir,
+        persistDir,
+        logger,
+        events,
+        rebooted,
+      }),
   });
   // Parsing the CRI proto is CPU work of its own: done while recovery waits for runc and the disk.
   const criServices = loadCriServices();
@@ -159,6 +181,8 @@ export async function startDaemon(
     runtimes,
     exits,
     images,
+    cgroups,
+    host,
     logger,
     events,
     ...(opts.pauseBeforeStep ? { pauseBeforeStep: opts.pauseBeforeStep } : {}),
@@ -172,6 +196,7 @@ export async function startDaemon(
     config,
     pods,
     store,
+    cgroups,
     cni,
     runtimes,
     logger,
@@ -184,7 +209,7 @@ export async function startDaemon(
   const podStats = new PodStatsService({
     store,
     containerStats: containers.stats,
-    cgroupDriver: config.cgroupDriver,
+    cgroups,
     timeoutMs: config.runtimeTimeoutMs,
   });
   const monitorCheck = setInterval(() => {
@@ -234,7 +259,7 @@ export async function startDaemon(
     }
     server = await serveCri(
       config,
-      { sandboxes, images, containers, podStats, events: eventHub, streams: streaming },
+      { sandboxes, images, containers, podStats, events: eventHub, streams: streaming, host },
       logger,
       criServices,
       metrics?.rpcDone,

@@ -3,10 +3,10 @@
  * v2), computed the way kubelet's cAdvisor and containerd's CRI stats do: working set = usage -
  * inactive file pages, floored at 0, since inactive page cache can be reclaimed without pressure.
  */
-import { access, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { BerthError, InvalidArgumentError } from '../errors.js';
-import type { CgroupDriver } from './driver.js';
+import { BerthError } from '../errors.js';
+import type { CgroupHost } from './probe.js';
 
 /** All counters are int64 on the CRI wire, hence bigint. */
 export interface CgroupStats {
@@ -21,106 +21,24 @@ export interface CgroupStats {
   majorPageFaults: bigint;
 }
 
-export interface CgroupReadOptions {
-  /** Where the cgroup filesystems are mounted; tests point it at a fake tree. */
-  root?: string;
-}
-
-const DEFAULT_ROOT = '/sys/fs/cgroup';
+/** What a reader must know of the host: where the hierarchies are, and which version they are. */
+export type CgroupLayout = Pick<CgroupHost, 'root' | 'version'>;
 
 /**
- * The cgroup's path below each hierarchy's mount point, as runc derives it from the spec's
- * linux.cgroupsPath. cgroupfs: the path itself (berth always writes absolute ones; runc would
- * resolve a relative one against its own cgroup, which we cannot know, so those are refused).
- * systemd: "slice:prefix:name" names the scope "<prefix>-<name>.scope" (or the slice "<name>" when
- * it ends in ".slice") inside the expanded slice; an empty slice means system.slice, as in runc.
+ * The directory of cgroup `rel` (a path below the hierarchies' roots) in `controller`'s hierarchy:
+ * v1 (hybrid too) mounts one hierarchy per controller set, v2 one for all.
  */
-export function cgroupRelativePath(cgroupsPath: string, driver: CgroupDriver): string {
-  let path: string;
-  if (driver === 'systemd') {
-    const parts = cgroupsPath.split(':');
-    if (parts.length !== 3) {
-      throw new InvalidArgumentError('cgroupsPath', `"${cgroupsPath}" is not of the form slice:prefix:name`);
-    }
-    const [slice = '', prefix = '', name = ''] = parts;
-    if (name === '') throw new InvalidArgumentError('cgroupsPath', `"${cgroupsPath}" has no name`);
-    const unit = name.endsWith('.slice') ? name : `${prefix}-${name}.scope`;
-    path = `${expandSlice(slice || 'system.slice')}/${unit}`;
-  } else {
-    if (!cgroupsPath.startsWith('/')) {
-      throw new InvalidArgumentError('cgroupsPath', `"${cgroupsPath}" is not absolute`);
-    }
-    path = cgroupsPath.replace(/\/+$/, '');
-  }
-  if (path.split('/').some((seg) => seg === '..' || seg === '.')) {
-    throw new InvalidArgumentError('cgroupsPath', `"${cgroupsPath}" has a "." or ".." component`);
-  }
-  return path.replace(/\/{2,}/g, '/');
+export function controllerDir(layout: CgroupLayout, controller: string, rel: string): string {
+  return layout.version === 'v2' ? join(layout.root, rel) : join(layout.root, controller, rel);
 }
 
 /**
- * systemd's slice nesting made explicit: "a-b-c.slice" lives at "/a.slice/a-b.slice/a-b-c.slice",
- * and "-.slice" is the root (""), so a path built on it starts at the top.
+ * The counters of cgroup `rel`, or null when the cgroup is gone (the container was deleted, or is
+ * being deleted while we read). A v2 cgroup without the memory or cpu controller enabled also
+ * reads as null, since its files are missing too.
  */
-export function expandSlice(slice: string): string {
-  const suffix = '.slice';
-  if (!slice.endsWith(suffix) || slice.length === suffix.length || slice.includes('/')) {
-    throw new InvalidArgumentError('cgroupsPath', `invalid slice name "${slice}"`);
-  }
-  const stem = slice.slice(0, -suffix.length);
-  if (stem === '-') return '';
-  const parts = stem.split('-');
-  if (parts.some((p) => p === ''))
-    throw new InvalidArgumentError('cgroupsPath', `invalid slice name "${slice}"`);
-  return parts.map((_, i) => `/${parts.slice(0, i + 1).join('-')}${suffix}`).join('');
-}
-
-const versionByRoot = new Map<string, Promise<1 | 2>>();
-
-/** 2 when the unified hierarchy is mounted at the root itself (its top has cgroup.controllers). */
-export function cgroupVersion(root = DEFAULT_ROOT): Promise<1 | 2> {
-  let v = versionByRoot.get(root);
-  if (!v) {
-    v = access(join(root, 'cgroup.controllers')).then(
-      () => 2 as const,
-      () => 1 as const,
-    );
-    versionByRoot.set(root, v);
-  }
-  return v;
-}
-
-/**
- * The cgroup's counters, or null when the cgroup is gone (the container was deleted, or is being
- * deleted while we read). A v2 cgroup without the memory or cpu controller enabled also reads
- * as null, since its files are missing too.
- */
-export async function readCgroupStats(
-  cgroupsPath: string,
-  driver: CgroupDriver,
-  opts: CgroupReadOptions = {},
-): Promise<CgroupStats | null> {
-  return readCgroupStatsAt(cgroupRelativePath(cgroupsPath, driver), opts);
-}
-
-/** readCgroupStats of a cgroup given by its path below the hierarchies' mount points. */
-export async function readCgroupStatsAt(
-  rel: string,
-  opts: CgroupReadOptions = {},
-): Promise<CgroupStats | null> {
-  const root = opts.root ?? DEFAULT_ROOT;
-  return unlessGone(async () =>
-    (await cgroupVersion(root)) === 2 ? readV2(join(root, rel)) : readV1(root, rel),
-  );
-}
-
-/**
- * The cgroup a pod's cgroup_parent names, below the hierarchies' mount points: a cgroupfs path
- * (kubelet's "/kubepods/burstable/pod<uid>"), or with systemd a slice expanded to its path.
- */
-export function parentRelativePath(parent: string, driver: CgroupDriver): string {
-  if (driver === 'systemd') return expandSlice(parent);
-  return cgroupRelativePath(parent.startsWith('/') ? parent : `/${parent}`, driver);
+export async function readCgroupStatsAt(layout: CgroupLayout, rel: string): Promise<CgroupStats | null> {
+  return unlessGone(() => (layout.version === 'v2' ? readV2(layout, rel) : readV1(layout, rel)));
 }
 
 /**
@@ -142,21 +60,15 @@ const NS_PER_USER_HZ_TICK = 10_000_000n;
 const UNLIMITED_V1 = 1n << 62n;
 
 /** The cgroup's CgroupDetail, or null when it is gone. */
-export async function readCgroupDetailAt(
-  rel: string,
-  opts: CgroupReadOptions = {},
-): Promise<CgroupDetail | null> {
-  const root = opts.root ?? DEFAULT_ROOT;
-  return unlessGone(async () =>
-    (await cgroupVersion(root)) === 2 ? readDetailV2(join(root, rel)) : readDetailV1(root, rel),
-  );
+export async function readCgroupDetailAt(layout: CgroupLayout, rel: string): Promise<CgroupDetail | null> {
+  return unlessGone(() => (layout.version === 'v2' ? readDetailV2(layout, rel) : readDetailV1(layout, rel)));
 }
 
-async function readDetailV1(root: string, rel: string): Promise<CgroupDetail> {
+async function readDetailV1(layout: CgroupLayout, rel: string): Promise<CgroupDetail> {
   const [cpuStat, limit, pids] = await Promise.all([
-    readFile(join(root, 'cpuacct', rel, 'cpuacct.stat'), 'utf8'),
-    readFile(join(root, 'memory', rel, 'memory.limit_in_bytes'), 'utf8'),
-    readFile(join(root, 'pids', rel, 'pids.current'), 'utf8'),
+    readFile(join(controllerDir(layout, 'cpuacct', rel), 'cpuacct.stat'), 'utf8'),
+    readFile(join(controllerDir(layout, 'memory', rel), 'memory.limit_in_bytes'), 'utf8'),
+    readFile(join(controllerDir(layout, 'pids', rel), 'pids.current'), 'utf8'),
   ]);
   const cpu = parseFlatKeyed(cpuStat);
   const limitBytes = parseCounter(limit, 'memory.limit_in_bytes');
@@ -168,7 +80,8 @@ async function readDetailV1(root: string, rel: string): Promise<CgroupDetail> {
   };
 }
 
-async function readDetailV2(dir: string): Promise<CgroupDetail> {
+async function readDetailV2(layout: CgroupLayout, rel: string): Promise<CgroupDetail> {
+  const dir = join(layout.root, rel);
   const [cpuStat, max, pids] = await Promise.all([
     readFile(join(dir, 'cpu.stat'), 'utf8'),
     readFile(join(dir, 'memory.max'), 'utf8'),
@@ -192,10 +105,10 @@ async function unlessGone<T>(read: () => Promise<T>): Promise<T | null> {
   }
 }
 
-async function readV1(root: string, rel: string): Promise<CgroupStats> {
-  const memDir = join(root, 'memory', rel);
+async function readV1(layout: CgroupLayout, rel: string): Promise<CgroupStats> {
+  const memDir = controllerDir(layout, 'memory', rel);
   const [cpu, usage, statText] = await Promise.all([
-    readFile(join(root, 'cpuacct', rel, 'cpuacct.usage'), 'utf8'),
+    readFile(join(controllerDir(layout, 'cpuacct', rel), 'cpuacct.usage'), 'utf8'),
     readFile(join(memDir, 'memory.usage_in_bytes'), 'utf8'),
     readFile(join(memDir, 'memory.stat'), 'utf8'),
   ]);
@@ -212,7 +125,8 @@ async function readV1(root: string, rel: string): Promise<CgroupStats> {
   };
 }
 
-async function readV2(dir: string): Promise<CgroupStats> {
+async function readV2(layout: CgroupLayout, rel: string): Promise<CgroupStats> {
+  const dir = join(layout.root, rel);
   const [cpuText, current, memText] = await Promise.all([
     readFile(join(dir, 'cpu.stat'), 'utf8'),
     readFile(join(dir, 'memory.current'), 'utf8'),
