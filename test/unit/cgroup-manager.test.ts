@@ -4,17 +4,16 @@
  * the monitors' cgroup, what resources a host can apply; and the version probe on fake trees.
  */
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import type { CgroupDriver } from '../../src/cgroups/driver.js';
 import { cgroupManager, type CgroupManager } from '../../src/cgroups/index.js';
 import { MonitorCgroup } from '../../src/cgroups/monitor.js';
 import { probeCgroupHost, type CgroupHost, type CgroupVersion } from '../../src/cgroups/probe.js';
 import { controllerDir } from '../../src/cgroups/stats.js';
+import { emptyResources } from '../../src/cri/container.js';
 import { parseMountInfo } from '../../src/mounts/mountinfo.js';
 import type { ContainerResources } from '../../src/model/container.js';
+import { fakeTreeMaker } from '../harness/files.js';
 
 const VERSIONS: CgroupVersion[] = ['v1', 'hybrid', 'v2'];
 
@@ -26,20 +25,7 @@ function manager(driver: CgroupDriver, version: CgroupVersion, controllers: stri
   return cgroupManager(driver, host(version, controllers));
 }
 
-const dirs: string[] = [];
-after(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
-});
-
-async function fakeTree(files: Record<string, string>): Promise<string> {
-  const root = await mkdtemp(join(tmpdir(), 'berth-unit-cgmgr-'));
-  dirs.push(root);
-  for (const [rel, text] of Object.entries(files)) {
-    await mkdir(join(root, rel, '..'), { recursive: true });
-    await writeFile(join(root, rel), text);
-  }
-  return root;
-}
+const fakeTree = fakeTreeMaker('berth-unit-cgmgr-');
 
 describe('paths, whatever the version', () => {
   for (const version of VERSIONS) {
@@ -100,16 +86,7 @@ describe('controllerDir', () => {
 
 describe('supportedResources', () => {
   const resources = (extra: Partial<ContainerResources>): ContainerResources => ({
-    cpuPeriod: 0,
-    cpuQuota: 0,
-    cpuShares: 0,
-    memoryLimitBytes: 0,
-    oomScoreAdj: 0,
-    cpusetCpus: '',
-    cpusetMems: '',
-    hugepageLimits: [],
-    unified: {},
-    memorySwapLimitBytes: 0,
+    ...emptyResources(),
     ...extra,
   });
   const hugepages = resources({ hugepageLimits: [{ pageSize: '2MB', limit: 0 }] });

@@ -3,10 +3,8 @@
  * the cpu rate between two samples, and the metric set's labels.
  */
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { parseNetDev, readInterfaceCounters } from '../../src/netns/counters.js';
 import { metricDescriptors } from '../../src/podstats/metrics.js';
 import type { CgroupDriver } from '../../src/cgroups/driver.js';
@@ -14,21 +12,9 @@ import { cgroupManager } from '../../src/cgroups/index.js';
 import { probeCgroupHost } from '../../src/cgroups/probe.js';
 import { readCgroupDetailAt } from '../../src/cgroups/stats.js';
 import { CounterRate } from '../../src/stats/rate.js';
+import { fakeTreeMaker } from '../harness/files.js';
 
-const dirs: string[] = [];
-after(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
-});
-
-async function fakeTree(files: Record<string, string>): Promise<string> {
-  const root = await mkdtemp(join(tmpdir(), 'berth-unit-podstats-'));
-  dirs.push(root);
-  for (const [rel, text] of Object.entries(files)) {
-    await mkdir(join(root, rel, '..'), { recursive: true });
-    await writeFile(join(root, rel), text);
-  }
-  return root;
-}
+const fakeTree = fakeTreeMaker('berth-unit-podstats-');
 
 const NET_DEV = [
   'Inter-|   Receive                                                |  Transmit',

@@ -1,29 +1,14 @@
 /** cgroup path mapping and stats parsing, against fake v1 and v2 cgroup trees in a temp dir. */
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import type { CgroupDriver } from '../../src/cgroups/driver.js';
 import { cgroupManager, type CgroupManager } from '../../src/cgroups/index.js';
 import { probeCgroupHost, type CgroupVersion } from '../../src/cgroups/probe.js';
 import { parseFlatKeyed } from '../../src/cgroups/stats.js';
 import { expandSlice } from '../../src/cgroups/systemd.js';
+import { fakeTreeMaker } from '../harness/files.js';
 
-const dirs: string[] = [];
-after(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
-});
-
-async function fakeTree(files: Record<string, string>): Promise<string> {
-  const root = await mkdtemp(join(tmpdir(), 'berth-unit-cgroup-'));
-  dirs.push(root);
-  for (const [rel, text] of Object.entries(files)) {
-    await mkdir(join(root, rel, '..'), { recursive: true });
-    await writeFile(join(root, rel), text);
-  }
-  return root;
-}
+const fakeTree = fakeTreeMaker('berth-unit-cgroup-');
 
 /** A manager over the fake tree at `root`, probed as berthd probes /sys/fs/cgroup. */
 async function managerAt(root: string, driver: CgroupDriver = 'cgroupfs'): Promise<CgroupManager> {
