@@ -71,8 +71,15 @@ export async function startDaemon(
 ): Promise<Daemon> {
   const started = Date.now();
   const dirLocks = await claimDirs(config);
-  // Read while the dirs below are made; nothing else probes the host after this.
-  const probing = probeHostFeatures({ timeoutMs: config.runtimeTimeoutMs });
+  // A few milliseconds; nothing else probes the host after this.
+  const host = await probeHostFeatures({ timeoutMs: config.runtimeTimeoutMs });
+  logger.info({ features: host }, 'host features');
+  // See oci/apparmor.ts: containers that ask for no profile would be confined by containerd or CRI-O.
+  if (host.appArmor.enabled) {
+    logger.warn(
+      'AppArmor is enabled, but berth has no default profile yet: RuntimeDefault containers run unconfined by it',
+    );
+  }
   await prepareNetnsDir(config.netnsDir);
   await resetExecDirs(execDirs(config));
   const infraRootfs = await ensureInfraRootfs(config.rootDir);
@@ -95,13 +102,6 @@ export async function startDaemon(
   const exitDir = join(config.stateDir, 'exits');
   const persistDir = join(config.stateDir, 'monitor');
   const exits = new ExitWatcher(exitDir, logger, persistDir);
-  const host = await probing;
-  logger.info({ features: host }, 'host features');
-  if (host.appArmor.enabled) {
-    logger.warn(
-      'AppArmor is enabled, but berth has no default profile yet: RuntimeDefault containers run unconfined by it',
-    );
-  }
   const cgroups = cgroupManager(config.cgroupDriver, host.cgroups);
   const monitorCgroup = cgroups.monitors(config.monitorCgroup);
   const strayMonitors = await monitorCgroup.adoptStrays(exitDir);
