@@ -6,12 +6,18 @@
  * the version (v1, v2, hybrid) decides the files.
  */
 import { InvalidArgumentError } from '../errors.js';
-import type { ContainerResources } from '../model/container.js';
 import type { CgroupDriver } from './driver.js';
 import { removeCgroupEverywhere } from './hierarchy.js';
 import { MonitorCgroup, type MonitorCgroupMode } from './monitor.js';
 import type { CgroupHost } from './probe.js';
 import { readCgroupDetailAt, readCgroupStatsAt, type CgroupDetail, type CgroupStats } from './stats.js';
+
+/** What supportedResources looks at of a container's resources. */
+interface CgroupResources {
+  /** cgroup v2 files and values. */
+  unified: Record<string, string>;
+  hugepageLimits: readonly unknown[];
+}
 
 export abstract class CgroupManager {
   abstract readonly driver: CgroupDriver;
@@ -58,7 +64,7 @@ export abstract class CgroupManager {
    * tolerate_missing_hugetlb_controller, they are dropped there. `field` names the resources in
    * the request.
    */
-  supportedResources(resources: ContainerResources, field: string): ContainerResources {
+  supportedResources<R extends CgroupResources>(resources: R, field: string): R {
     // runc would fail on them with a message that names no field; kubelet sends none on cgroup v1.
     if (Object.keys(resources.unified).length > 0 && this.host.version !== 'v2') {
       throw new InvalidArgumentError(`${field}.unified`, 'needs cgroup v2, and this node runs cgroup v1');
