@@ -1,5 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { cgroupManager } from './cgroups/index.js';
 import { lockDirs, type DirLocks } from './dir-lock.js';
 import { ensureDir, PASSABLE_DIR, PRIVATE_DIR } from './file-modes.js';
 import { Cni } from './cni/index.js';
@@ -9,6 +10,7 @@ import { describePod, type PodSnapshot } from './cri/events.js';
 import { loadCriServices } from './cri/loader.js';
 import { serveCri, type CriServer } from './cri/server.js';
 import { EventHub } from './events/hub.js';
+import { probeHostFeatures } from './host/features.js';
 import { LifecyclePublisher, sandboxChange, type LifecycleEvent } from './events/lifecycle.js';
 import { sweepImageStore } from './image/recovery.js';
 import { ImageService } from './image/service.js';
@@ -24,7 +26,6 @@ import { ensureInfraRootfs } from './oci/infra.js';
 import { recover } from './sandbox/recovery.js';
 import { recoverContainers } from './container/recovery.js';
 import { ContainerService } from './container/service.js';
-import { MonitorCgroup } from './monitor/cgroup.js';
 import { PodStatsService } from './podstats/service.js';
 import { PodGate } from './sandbox/gate.js';
 import { ExitWatcher, openRuntimeHandlers, resetExecDirs } from './runtime/index.js';
@@ -67,6 +68,15 @@ export async function startDaemon(
 ): Promise<Daemon> {
   const started = Date.now();
   const dirLocks = await claimDirs(config);
+  // A few milliseconds; nothing else probes the host after this.
+  const host = await probeHostFeatures({ timeoutMs: config.runtimeTimeoutMs });
+  logger.info({ features: host }, 'host features');
+  // See oci/apparmor.ts: containers that ask for no profile would be confined by containerd or CRI-O.
+  if (host.appArmor.enabled) {
+    logger.warn(
+      'AppArmor is enabled, but berth has no default profile yet: RuntimeDefault containers run unconfined by it',
+    );
+  }
   await prepareNetnsDir(config.netnsDir);
   // Where each exec's process file, pid file and runc log live while it runs.
   const execDir = join(config.stateDir, 'exec');
@@ -91,7 +101,8 @@ export async function startDaemon(
   const exitDir = join(config.stateDir, 'exits');
   const persistDir = join(config.stateDir, 'monitor');
   const exits = new ExitWatcher(exitDir, logger, persistDir);
-  const monitorCgroup = new MonitorCgroup(config.monitorCgroup, config.cgroupDriver);
+  const cgroups = cgroupManager(config.cgroupDriver, host.cgroups);
+  const monitorCgroup = cgroups.monitors(config.monitorCgroup);
   const strayMonitors = await monitorCgroup.adoptStrays(exitDir);
   if (strayMonitors.length > 0) logger.info({ pids: strayMonitors }, 'moved monitors into their cgroup');
   // runc's state lives on tmpfs, so a reboot clears it together with the processes it describes.
@@ -123,7 +134,18 @@ export async function startDaemon(
     runtimes,
     logger,
     recoverContainers: (rebooted) =>
-      recoverContainers({ config, store, runtimes, exits, exitDir, persistDir, logger, events, rebooted }),
+      recoverContainers({
+        config,
+        store,
+        cgroups,
+        runtimes,
+        exits,
+        exitDir,
+        persistDir,
+        logger,
+        events,
+        rebooted,
+      }),
   });
   // Parsing the CRI proto is CPU work of its own: done while recovery waits for runc and the disk.
   const criServices = loadCriServices();
@@ -159,6 +181,8 @@ export async function startDaemon(
     runtimes,
     exits,
     images,
+    cgroups,
+    host,
     logger,
     events,
     ...(opts.pauseBeforeStep ? { pauseBeforeStep: opts.pauseBeforeStep } : {}),
@@ -172,6 +196,7 @@ export async function startDaemon(
     config,
     pods,
     store,
+    cgroups,
     cni,
     runtimes,
     logger,
@@ -184,7 +209,7 @@ export async function startDaemon(
   const podStats = new PodStatsService({
     store,
     containerStats: containers.stats,
-    cgroupDriver: config.cgroupDriver,
+    cgroups,
     timeoutMs: config.runtimeTimeoutMs,
   });
   const monitorCheck = setInterval(() => {
@@ -234,7 +259,7 @@ export async function startDaemon(
     }
     server = await serveCri(
       config,
-      { sandboxes, images, containers, podStats, events: eventHub, streams: streaming },
+      { sandboxes, images, containers, podStats, events: eventHub, streams: streaming, host },
       logger,
       criServices,
       metrics?.rpcDone,

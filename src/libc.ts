@@ -17,8 +17,16 @@ export interface Libc {
   ): number;
   umount2(target: string, flags: number): number;
   flock(fd: number, operation: number): number;
+  /**
+   * mount_setattr(2) with no attributes, through syscall(2) (glibc before 2.36 has no wrapper):
+   * only ever called to learn whether the kernel has it (ENOSYS when it has not).
+   */
+  mountSetattrWithoutAttrs(dfd: number, path: string, flags: number): number;
   errno(): number;
 }
+
+/** mount_setattr's number in the syscall table every architecture berth runs on shares. */
+const SYS_MOUNT_SETATTR = 442;
 
 let libc: Promise<Libc> | undefined;
 
@@ -30,10 +38,15 @@ export function loadLibc(): Promise<Libc> {
     );
     const umount2 = lib.func('int umount2(const char *target, int flags)');
     const flock = lib.func('int flock(int fd, int operation)');
+    const syscall = lib.func('long syscall(long number, ...)');
     return {
       mount: (source, target, fstype, flags, data) => Number(mount(source, target, fstype, flags, data)),
       umount2: (target, flags) => Number(umount2(target, flags)),
       flock: (fd, operation) => Number(flock(fd, operation)),
+      mountSetattrWithoutAttrs: (dfd, path, flags) =>
+        Number(
+          syscall(SYS_MOUNT_SETATTR, 'int', dfd, 'str', path, 'uint', flags, 'void *', null, 'size_t', 0),
+        ),
       errno: () => koffi.errno(),
     };
   });

@@ -103,32 +103,19 @@ export async function processesIn(dir: string): Promise<number[]> {
  * which `runc delete` cannot find. A cgroup already gone is fine; one whose processes have not
  * gone by `timeoutMs` (stuck in the kernel) rejects, so that the caller keeps a record to retry.
  */
-export async function removeCgroupEverywhere(rel: string, timeoutMs: number): Promise<void> {
+export async function removeCgroupEverywhere(
+  rel: string,
+  timeoutMs: number,
+  /** Where the hierarchies are mounted, as probed at start-up (CgroupHost.mountPoints). */
+  mountPoints: readonly string[],
+): Promise<void> {
   const parts = rel.split('/').filter((p) => p !== '');
   if (parts.length === 0 || parts.includes('..')) {
     throw new Error(`refusing to remove cgroup "${rel}": not a cgroup below the root`);
   }
   const deadline = Date.now() + timeoutMs;
-  const dirs = [...new Set((await cgroupMountPoints()).map((mountPoint) => join(mountPoint, ...parts)))];
+  const dirs = [...new Set(mountPoints.map((mountPoint) => join(mountPoint, ...parts)))];
   await Promise.all(dirs.map((dir) => removeCgroupDir(dir, deadline)));
-}
-
-let mountPoints: Promise<string[]> | undefined;
-
-/**
- * Where the cgroup hierarchies are mounted, read once: every RemoveContainer asks, and the mount
- * table it would otherwise parse grows with every pod (its netns pin, shm and rootfs mounts).
- * Hierarchies are mounted at boot and do not move under a running node.
- */
-function cgroupMountPoints(): Promise<string[]> {
-  mountPoints ??= readMountInfo().then(
-    (table) => table.filter((m) => m.fsType === 'cgroup' || m.fsType === 'cgroup2').map((m) => m.mountPoint),
-    (err: unknown) => {
-      mountPoints = undefined;
-      throw err;
-    },
-  );
-  return mountPoints;
 }
 
 async function removeCgroupDir(dir: string, deadline: number): Promise<void> {

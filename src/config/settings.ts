@@ -4,8 +4,8 @@
  * flag and file parsing, --help, the sample config/berth.toml and the README's table all come from
  * this table.
  */
-import { CGROUP_DRIVERS } from '../oci/cgroups.js';
-import { MONITOR_CGROUP_MODES } from '../monitor/cgroup.js';
+import { CGROUP_DRIVERS } from '../cgroups/driver.js';
+import { MONITOR_CGROUP_MODES } from '../cgroups/monitor.js';
 import {
   absolutePath,
   choice,

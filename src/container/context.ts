@@ -1,5 +1,7 @@
+import type { CgroupManager } from '../cgroups/index.js';
 import type { BerthConfig } from '../config/types.js';
 import type { LifecycleEvents } from '../events/lifecycle.js';
+import type { HostFeatures } from '../host/features.js';
 import type { ImageService } from '../image/service.js';
 import type { Logger } from '../log.js';
 import type { Container } from '../model/container.js';
@@ -14,6 +16,10 @@ export interface ContainerServiceDeps {
   runtimes: RuntimeHandlers;
   exits: ExitWatcher;
   images: ImageService;
+  /** The configured driver's cgroups: paths, readers, what resources the host can apply. */
+  cgroups: CgroupManager;
+  /** What the host can do, probed once at start-up. */
+  host: HostFeatures;
   logger: Logger;
   /** Where creates, starts, exits and removals are reported (GetContainerEvents). */
   events: LifecycleEvents;

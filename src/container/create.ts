@@ -6,7 +6,6 @@ import { containerChange } from '../events/lifecycle.js';
 import { containerDir, prepareRootfs } from '../imagestore/rootfs.js';
 import { newContainer, type ContainerSpec } from '../model/container.js';
 import type { Sandbox } from '../model/sandbox.js';
-import { cgroupsPath } from '../oci/cgroups.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import { Steps } from '../operation/steps.js';
 import { allSettledOrThrow } from '../settle.js';
@@ -48,7 +47,7 @@ export class ContainerCreation {
     const bundleDir = join(containerDir(id, config.rootDir), 'bundle');
     const logPath = pod.logDirectory && spec.logPath ? join(pod.logDirectory, spec.logPath) : '';
     // Containers nest in their pod's cgroup parent, so pod-level limits and accounting cover them.
-    const cgroups = cgroupsPath(config.cgroupDriver, pod.cgroupParent, id);
+    const cgroups = this.deps.cgroups.cgroupsPath(pod.cgroupParent, id);
 
     // The record is the journal, written first: a crash later leaves a CREATING record that
     // start-up rolls back. It also reserves the (sandbox, name, attempt) triple.
@@ -99,6 +98,8 @@ export class ContainerCreation {
           cgroupsPath: cgroups,
           targetPid: this.targetPid(spec, sandbox),
           guard: await this.mountGuard(),
+          cgroups: this.deps.cgroups,
+          host: this.deps.host,
         });
         // The bundle dir meanwhile; both settle before a failure reaches the rootfs undo.
         await allSettledOrThrow([preparing, mkdir(bundleDir, { recursive: true, mode: PRIVATE_DIR })]);

@@ -16,7 +16,6 @@ import {
   hasProcess,
   stateWord,
 } from './lookup.js';
-import { supportedResources } from './prepare.js';
 import type { ContainerTeardown } from './teardown.js';
 import { timerMs } from './timer.js';
 
@@ -196,7 +195,7 @@ export class ContainerLifecycle {
       }
       await runtimeOf(this.ctx.deps, container).updateResources(
         container.id,
-        linuxResources(await supportedResources(resources, 'linux')),
+        linuxResources(this.ctx.deps.cgroups.supportedResources(resources, 'linux')),
       );
       store.containers.updateResources(container.id, resources);
     });

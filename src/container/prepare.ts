@@ -3,12 +3,15 @@
  * user from the image's files, mount sources, devices, the seccomp profile, the pod's files.
  * The spec itself is built by the pure src/oci/container.ts.
  */
-import { access, copyFile, readFile, writeFile } from 'node:fs/promises';
+import { access, copyFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { FailedPreconditionError, InvalidArgumentError } from '../errors.js';
+import type { CgroupManager } from '../cgroups/index.js';
+import { FailedPreconditionError } from '../errors.js';
+import type { HostFeatures } from '../host/features.js';
 import type { ImageRuntimeConfig } from '../model/image.js';
-import type { ContainerResources, ContainerSpec, SecurityProfile } from '../model/container.js';
+import type { ContainerSpec, SecurityProfile } from '../model/container.js';
 import type { Sandbox } from '../model/sandbox.js';
+import { apparmorProfile } from '../oci/apparmor.js';
 import { allCapabilities, effectiveCapabilities } from '../oci/capabilities.js';
 import { buildContainerSpec, processCwd } from '../oci/container.js';
 import { deviceFromPath, hostDevices } from '../oci/devices.js';
@@ -22,7 +25,6 @@ import { resolveUser, type ResolvedUser } from '../oci/user.js';
 import { isRunning } from '../process/index.js';
 import { HOSTNAME_FILE, RESOLV_CONF, SHM_DIR } from '../sandbox/files.js';
 import { podNamespacePaths } from '../sandbox/namespaces.js';
-import { cgroupVersion } from '../stats/cgroup.js';
 
 export const HOSTS_FILE = 'hosts';
 
@@ -36,6 +38,9 @@ export interface PrepareInput {
   targetPid: number | null;
   /** berth's own places, which a container's hostPath mounts must keep out of. */
   guard: { noCreateUnder: string[]; forbiddenSources: string[] };
+  /** Which resources the host can apply. */
+  cgroups: CgroupManager;
+  host: Pick<HostFeatures, 'appArmor'>;
 }
 
 export interface PreparedSpec {
@@ -50,7 +55,7 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
   checkImageEnv(input.image.config.Env, input.image.name);
   const spec = {
     ...input.spec,
-    resources: await supportedResources(input.spec.resources, 'config.linux.resources'),
+    resources: input.cgroups.supportedResources(input.spec.resources, 'config.linux.resources'),
   };
   // An infra's namespaces are joined through its /proc entries: a dead infra would fail late.
   if (sandbox.infra && !(await isRunning(sandbox.pid))) {
@@ -86,7 +91,7 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     cgroupsPath: input.cgroupsPath,
     oomScoreAdj: clampOomScoreAdj(spec.resources.oomScoreAdj),
     seccomp: spec.security.privileged ? null : await seccompFor(spec.security.seccomp, capabilities),
-    apparmorProfile: await apparmorFor(spec.security.apparmor, spec.security.privileged),
+    apparmorProfile: apparmorProfile(spec.security.apparmor, input.host.appArmor.enabled),
     devices: devices.devices,
     deviceRules: devices.rules,
     mounts: mounts.mounts,
@@ -104,36 +109,6 @@ async function makeWorkingDir(rootfs: string, spec: ContainerSpec, image: ImageR
   const cwd = processCwd(spec, image);
   const from = spec.workingDir ? 'config.working_dir' : "the image's WorkingDir";
   await makeDirInRoot(rootfs, cwd, `working dir ${JSON.stringify(cwd)} (${from})`);
-}
-
-/**
- * kubelet sends a (zero) hugepage limit for every page size the node has; a host without the
- * hugetlb cgroup controller (this kind of VM, cgroup v1) cannot apply any, and runc would fail
- * the container. Like containerd's tolerate_missing_hugetlb_controller, they are dropped there.
- */
-export async function supportedResources(
-  resources: ContainerResources,
-  field: string,
-): Promise<ContainerResources> {
-  // runc would fail on them with a message that names no field; kubelet sends none on cgroup v1.
-  if (Object.keys(resources.unified).length > 0 && (await cgroupVersion()) === 1) {
-    throw new InvalidArgumentError(`${field}.unified`, 'needs cgroup v2, and this node runs cgroup v1');
-  }
-  if (resources.hugepageLimits.length === 0 || (await hasHugetlbController())) return resources;
-  return { ...resources, hugepageLimits: [] };
-}
-
-let hugetlb: Promise<boolean> | null = null;
-
-function hasHugetlbController(): Promise<boolean> {
-  hugetlb ??= (async () => {
-    if ((await cgroupVersion()) === 2) {
-      const controllers = await readFile('/sys/fs/cgroup/cgroup.controllers', 'utf8').catch(() => '');
-      return controllers.split(/\s+/).includes('hugetlb');
-    }
-    return exists('/sys/fs/cgroup/hugetlb');
-  })();
-  return hugetlb;
 }
 
 /**
@@ -176,34 +151,6 @@ async function seccompFor(
     case 'Localhost':
       return loadSeccompProfile(profile.path);
   }
-}
-
-/** AppArmor only where the host has it; a profile asked for on a host without it is an error. */
-async function apparmorFor(profile: SecurityProfile, privileged: boolean): Promise<string | null> {
-  const enabled = await hostHasAppArmor();
-  if (profile.kind === 'Localhost') {
-    if (!enabled) {
-      throw new InvalidArgumentError(
-        'config.linux.security_context.apparmor.localhost_ref',
-        'AppArmor is not enabled on this host',
-      );
-    }
-    return profile.path;
-  }
-  if (!enabled || privileged || profile.kind === 'Unconfined') return null;
-  // RuntimeDefault: berth ships no AppArmor profile of its own; the host's default confinement applies.
-  return null;
-}
-
-let appArmor: Promise<boolean> | null = null;
-
-/** A host property: read once. */
-function hostHasAppArmor(): Promise<boolean> {
-  appArmor ??= readFile('/sys/module/apparmor/parameters/enabled', 'utf8').then(
-    (text) => text.trim() === 'Y',
-    () => false,
-  );
-  return appArmor;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { readdir } from 'node:fs/promises';
+import type { CgroupManager } from '../cgroups/index.js';
 import type { BerthConfig } from '../config/types.js';
 import { errorMessage } from '../errors.js';
 import { listRootfsDirs } from '../imagestore/rootfs.js';
@@ -21,6 +22,8 @@ const REPAIR_CONCURRENCY = 8;
 export interface ContainerRecoveryDeps {
   config: BerthConfig;
   store: Store;
+  /** Where a container whose create was cut short left its cgroup. */
+  cgroups: CgroupManager;
   runtimes: RuntimeHandlers;
   exits: ExitWatcher;
   /** Per-container monitor dirs; with no row, their container is gone. */

@@ -1,7 +1,6 @@
 import { join } from 'node:path';
 import { containerDir } from '../imagestore/rootfs.js';
 import type { Container } from '../model/container.js';
-import { readCgroupStats } from '../stats/cgroup.js';
 import { directoryUsage } from '../stats/disk.js';
 import { nowNanos } from '../time.js';
 import type { ContainerServiceDeps } from './context.js';
@@ -24,7 +23,7 @@ export class ContainerStatsReader {
     const { config } = this.deps;
     const { spec } = container;
     const [cgroup, disk] = await Promise.all([
-      hasProcess(container) ? readCgroupStats(container.cgroupsPath, config.cgroupDriver) : null,
+      hasProcess(container) ? this.deps.cgroups.readStats(container.cgroupsPath) : null,
       directoryUsage(join(containerDir(container.id, config.rootDir), 'upper')).catch(() => null),
     ]);
     const timestamp = nowNanos();

@@ -1,4 +1,4 @@
-import { removeCgroupEverywhere } from '../cgroups/hierarchy.js';
+import type { CgroupManager } from '../cgroups/index.js';
 import type { BerthConfig } from '../config/types.js';
 import { errorMessage } from '../errors.js';
 import { removeRootfs, unmountRootfs } from '../imagestore/rootfs.js';
@@ -6,7 +6,6 @@ import type { Logger } from '../log.js';
 import type { Container } from '../model/container.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import type { ExitWatcher, RuntimeHandler, RuntimeHandlers } from '../runtime/index.js';
-import { cgroupRelativePath } from '../stats/cgroup.js';
 import type { Store } from '../store/index.js';
 import { runtimeOf } from './context.js';
 
@@ -21,8 +20,9 @@ const CGROUP_KILL_WAIT_MS = 5_000;
 export const REMOVE_FILES_STEP = 'remove-files';
 
 export interface ContainerTeardownDeps {
-  config: Pick<BerthConfig, 'rootDir' | 'stateDir' | 'cgroupDriver'>;
+  config: Pick<BerthConfig, 'rootDir' | 'stateDir'>;
   store: Store;
+  cgroups: CgroupManager;
   runtimes: RuntimeHandlers;
   exits: ExitWatcher;
   /** Test-only, as ContainerServiceDeps.pauseBeforeStep: the background file removal waits forever. */
@@ -84,8 +84,7 @@ export class ContainerTeardown {
    * deadline may have left no record, but its init waiting in the cgroup in every hierarchy.
    */
   private async discardCgroup(cgroupsPath: string): Promise<void> {
-    const rel = cgroupRelativePath(cgroupsPath, this.deps.config.cgroupDriver);
-    await removeCgroupEverywhere(rel, CGROUP_KILL_WAIT_MS);
+    await this.deps.cgroups.removeContainerCgroup(cgroupsPath, CGROUP_KILL_WAIT_MS);
   }
 
   /** A leftover without a record may have been made by any handler; releasing an unknown id is a no-op. */

@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import type { BerthConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors.js';
+import type { HostFeatures } from '../host/features.js';
 import type { RuntimeHandlers } from '../runtime/index.js';
 import type { SandboxService } from '../sandbox/service.js';
 import { BERTH_VERSION } from '../version.js';
@@ -11,7 +12,7 @@ import { jsonInfo, type Sent } from './messages.js';
 /** The CRI API version kubelet negotiates on; the first field is the kubelet API version it checks. */
 const KUBELET_API_VERSION = '0.1.0';
 
-export function runtimeHandlers(config: BerthConfig, sandboxes: SandboxService) {
+export function runtimeHandlers(config: BerthConfig, sandboxes: SandboxService, host: HostFeatures) {
   return {
     Version: async () => ({
       version: KUBELET_API_VERSION,
@@ -36,7 +37,11 @@ export function runtimeHandlers(config: BerthConfig, sandboxes: SandboxService) 
           ],
         },
         info: req.verbose
-          ? { ...jsonInfo('config', config), ...jsonInfo('podCidrs', sandboxes.podCidrs.get()) }
+          ? {
+              ...jsonInfo('config', config),
+              ...jsonInfo('podCidrs', sandboxes.podCidrs.get()),
+              ...jsonInfo('features', features(host, sandboxes.runtimeHandlers)),
+            }
           : {},
         runtime_handlers: wireHandlers(sandboxes.runtimeHandlers),
         features: { supplemental_groups_policy: false, user_namespaces_host_network: false },
@@ -84,4 +89,12 @@ function wireHandlers(handlers: RuntimeHandlers): Sent<'RuntimeHandler'>[] {
       user_namespaces: features.userNamespaces,
     },
   }));
+}
+
+/** The host's features, and each runtime handler's as it probed them when it was opened. */
+function features(host: HostFeatures, handlers: RuntimeHandlers): object {
+  return {
+    host,
+    runtimeHandlers: Object.fromEntries(handlers.all().map(({ name, features }) => [name, features])),
+  };
 }

@@ -5,6 +5,7 @@
  */
 import type { BerthConfig } from '../config/types.js';
 import type { ContainerService } from '../container/service.js';
+import type { HostFeatures } from '../host/features.js';
 import type { ImageService } from '../image/service.js';
 import type { PodStatsService } from '../podstats/service.js';
 import type { SandboxService } from '../sandbox/service.js';
@@ -26,6 +27,8 @@ export interface CriDomains {
   events: PodEventHub;
   podStats: PodStatsService;
   streams: StreamUrls;
+  /** What the host can do, shown by verbose Status. */
+  host: HostFeatures;
 }
 
 export function runtimeService(
@@ -33,7 +36,7 @@ export function runtimeService(
   domains: CriDomains,
   edge: RpcEdge,
 ): RuntimeServiceHandlers {
-  const runtime = runtimeHandlers(config, domains.sandboxes);
+  const runtime = runtimeHandlers(config, domains.sandboxes, domains.host);
   const sandbox = sandboxHandlers(domains.sandboxes);
   const container = containerHandlers(domains.containers);
   const events = eventHandlers(domains.events);

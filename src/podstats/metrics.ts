@@ -4,7 +4,7 @@
  * own, so namespace, pod and container are among the keys; pod-level metrics (the network, which
  * belongs to the pod, not to a container) carry container "POD" and no image, as CRI-O's do.
  */
-import type { CgroupDetail } from '../stats/cgroup.js';
+import type { CgroupDetail } from '../cgroups/stats.js';
 import type { ContainerReading, PodReading } from './reading.js';
 import type { MetricDescriptor, MetricSample, MetricType, PodMetrics } from './types.js';
 

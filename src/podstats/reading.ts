@@ -8,22 +8,15 @@ import type { ContainerStatsView } from '../container/types.js';
 import type { Container } from '../model/container.js';
 import type { Sandbox } from '../model/sandbox.js';
 import { readInterfaceCounters, type InterfaceCounters } from '../netns/counters.js';
-import { cgroupsPath, type CgroupDriver } from '../oci/cgroups.js';
-import {
-  cgroupRelativePath,
-  parentRelativePath,
-  readCgroupDetailAt,
-  readCgroupStatsAt,
-  type CgroupDetail,
-  type CgroupStats,
-} from '../stats/cgroup.js';
+import type { CgroupManager } from '../cgroups/index.js';
+import type { CgroupDetail, CgroupStats } from '../cgroups/stats.js';
 import type { Store } from '../store/index.js';
 import { nowNanos } from '../time.js';
 
 export interface PodReaderDeps {
   store: Store;
   containerStats: Pick<ContainerStatsReader, 'listStats'>;
-  cgroupDriver: CgroupDriver;
+  cgroups: CgroupManager;
   /** For reading a namespace's counters with nsenter when no process of it is known. */
   timeoutMs: number;
 }
@@ -102,7 +95,8 @@ function processInPod(sandbox: Sandbox, containers: Container[]): number {
 
 async function readContainerDetail(deps: PodReaderDeps, container: Container): Promise<CgroupDetail | null> {
   if (!hasProcess(container)) return null;
-  return readCgroupDetailAt(cgroupRelativePath(container.cgroupsPath, deps.cgroupDriver));
+  const { cgroups } = deps;
+  return cgroups.readDetailAt(cgroups.relativePath(container.cgroupsPath));
 }
 
 /**
@@ -116,21 +110,21 @@ async function readPodCgroup(
   sandbox: Sandbox,
   containers: Container[],
 ): Promise<{ stats: CgroupStats; detail: CgroupDetail | null } | null> {
-  const driver = deps.cgroupDriver;
+  const { cgroups } = deps;
   if (sandbox.cgroupParent !== '') {
-    const rel = parentRelativePath(sandbox.cgroupParent, driver);
-    const [stats, detail] = await Promise.all([readCgroupStatsAt(rel), readCgroupDetailAt(rel)]);
+    const rel = cgroups.podPath(sandbox.cgroupParent);
+    const [stats, detail] = await Promise.all([cgroups.readStatsAt(rel), cgroups.readDetailAt(rel)]);
     return stats ? { stats, detail } : null;
   }
   const members = [
-    ...(sandbox.infra ? [cgroupsPath(driver, '', sandbox.id)] : []),
+    ...(sandbox.infra ? [cgroups.cgroupsPath('', sandbox.id)] : []),
     ...containers.filter(hasProcess).map((c) => c.cgroupsPath),
-  ].map((path) => cgroupRelativePath(path, driver));
+  ].map((path) => cgroups.relativePath(path));
   // A pod without infra and without running containers has no process to account for: it uses nothing.
   if (members.length === 0) return { stats: sumStats([]), detail: sumDetails([]) };
   const [stats, details] = await Promise.all([
-    Promise.all(members.map((rel) => readCgroupStatsAt(rel))),
-    Promise.all(members.map((rel) => readCgroupDetailAt(rel))),
+    Promise.all(members.map((rel) => cgroups.readStatsAt(rel))),
+    Promise.all(members.map((rel) => cgroups.readDetailAt(rel))),
   ]);
   const found = stats.filter((s): s is CgroupStats => s !== null);
   if (found.length === 0) return null;

@@ -38,7 +38,7 @@ import { CREATE_LOG, readLoggedErrors, type Runc } from './runc.js';
 import { isRunning, killQuietly, parentPid, readPidFile, waitForExit } from '../process/index.js';
 import { checkSpawned } from '../process/spawn.js';
 import { allSettledOrThrow } from '../settle.js';
-import type { MonitorCgroup } from '../monitor/cgroup.js';
+import type { MonitorCgroup } from '../cgroups/monitor.js';
 import { MONITOR_ID_PATTERN } from './exits.js';
 import { checkLogPath, prepareLogPath } from './logs.js';
 import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';

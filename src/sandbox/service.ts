@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
+import type { CgroupManager } from '../cgroups/index.js';
 import { Cni } from '../cni/index.js';
 import { loadUsableNetwork } from '../cni/readiness.js';
 import type { CniNetworkList } from '../cni/types.js';
@@ -11,7 +12,6 @@ import { sandboxChange, type LifecycleEvents } from '../events/lifecycle.js';
 import type { Logger } from '../log.js';
 import { dialLocalhost } from '../netns/dial.js';
 import { createPinnedNamespaces, createPinnedNetns } from '../netns/index.js';
-import { cgroupsPath } from '../oci/cgroups.js';
 import { buildInfraSpec } from '../oci/infra.js';
 import { clampOomScoreAdj } from '../oci/oom.js';
 import { isRunning, waitForExit } from '../process/index.js';
@@ -48,6 +48,8 @@ export interface PodContainers {
 export interface SandboxServiceDeps {
   config: BerthConfig;
   store: Store;
+  /** Names the infra's cgroup. */
+  cgroups: CgroupManager;
   cni: Cni;
   runtimes: RuntimeHandlers;
   logger: Logger;
@@ -269,7 +271,7 @@ export class SandboxService {
     sandboxDir: string,
     netnsPath: string | null,
   ): Promise<void> {
-    const { config, store } = this.deps;
+    const { store } = this.deps;
     const runtime = this.deps.runtimes.of({ id, runtimeHandler: spec.runtimeHandler });
     await steps.run('infra-create', async () => {
       steps.onUndo('infra-create', () => this.teardown.deleteInfra(id));
@@ -282,7 +284,7 @@ export class SandboxService {
         hostIpc: spec.namespaces.ipc === 'NODE',
         hostPid: spec.namespaces.pid === 'NODE',
         sysctls: spec.sysctls,
-        cgroupsPath: cgroupsPath(config.cgroupDriver, spec.cgroupParent, id),
+        cgroupsPath: this.deps.cgroups.cgroupsPath(spec.cgroupParent, id),
         runAsUser: spec.security.runAsUser ?? 0,
         runAsGroup: spec.security.runAsGroup ?? 0,
         supplementalGroups: spec.security.supplementalGroups,

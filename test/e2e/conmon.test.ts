@@ -11,7 +11,7 @@ import {
   type ConmonOptions,
   type MonitorCreateRequest,
 } from '../../src/runtime/conmon.js';
-import { MonitorCgroup } from '../../src/monitor/cgroup.js';
+import { MonitorCgroup } from '../../src/cgroups/monitor.js';
 import { ExitWatcher, type ExitRecord } from '../../src/runtime/exits.js';
 import { Runc } from '../../src/runtime/runc.js';
 import type { Spec } from '../../src/oci/spec.js';

@@ -11,9 +11,8 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status, type ServiceError } from '@grpc/grpc-js';
-import { cgroupsPath } from '../../src/oci/cgroups.js';
 import { ANSWER_BOUND_MS } from '../harness/bounds.js';
-import { hierarchiesHolding } from '../harness/cgroups.js';
+import { hierarchiesHolding, hostCgroups } from '../harness/cgroups.js';
 import { podConfig, TestDaemon } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
 import { busyboxLayer, pushImage, type PushedImage } from '../harness/images.js';
@@ -211,7 +210,7 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
         assert.ok(RACE_CODES.has(startCode), `round ${round}: StartContainer ended ${status[startCode]}`);
         await assertNothingLeaked();
         assert.deepEqual(await daemon.podMounts(), [], `round ${round}: mounts left`);
-        const cgroup = cgroupsPath('cgroupfs', '', cid);
+        const cgroup = (await hostCgroups()).cgroupsPath('', cid);
         assert.deepEqual(await hierarchiesHolding(cgroup), [], `round ${round}: cgroup ${cgroup} left`);
       }
     });

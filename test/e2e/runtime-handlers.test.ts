@@ -4,11 +4,13 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { rm } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
+import { probeCgroupHost } from '../../src/cgroups/probe.js';
 import { findProgram, run } from '../../src/exec.js';
+import type { HostFeatures } from '../../src/host/features.js';
 import { Runc } from '../../src/runtime/runc.js';
 import { runBusyboxContainer } from '../harness/bundles.js';
 import { removeCgroupTree } from '../harness/cgroups.js';
@@ -87,6 +89,32 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
       // This kernel (>= 5.12) and Debian's runc both support rro; berth sets up no user namespaces.
       assert.deepEqual(handler.features, { recursive_read_only_mounts: true, user_namespaces: false });
     }
+  });
+
+  it("verbose Status shows the host features berthd probed, logged once, and each handler's", async () => {
+    const res = await daemon.cri.call<StatusResponse>('Status', { verbose: true });
+    assert.ok(res.info.features, 'verbose Status has no features');
+    const shown = JSON.parse(res.info.features) as {
+      host: HostFeatures;
+      runtimeHandlers: Record<string, { recursiveReadOnlyMounts: boolean; userNamespaces: boolean }>;
+    };
+    const cgroups = await probeCgroupHost();
+    assert.equal(shown.host.cgroups.version, cgroups.version);
+    assert.deepEqual(shown.host.cgroups.controllers, cgroups.controllers);
+    assert.ok(shown.host.cgroups.controllers.includes('memory'));
+    const appArmor = await readFile('/sys/module/apparmor/parameters/enabled', 'utf8').catch(() => 'N');
+    assert.equal(shown.host.appArmor.enabled, appArmor.trim() === 'Y');
+    assert.equal(shown.host.seccomp.enabled, true, 'runc applies seccomp filters here');
+    assert.ok(shown.host.seccomp.actions.includes('errno'));
+    for (const size of shown.host.hugetlb.pageSizes) assert.match(size, /^\d+[KMG]B$/);
+    assert.equal(typeof shown.host.idmappedMounts.mountSetattr, 'boolean');
+    assert.ok(shown.host.criu === null || shown.host.criu.version !== '');
+    assert.deepEqual(Object.keys(shown.runtimeHandlers), ['runc', HANDLER]);
+    assert.deepEqual(shown.runtimeHandlers[HANDLER], {
+      recursiveReadOnlyMounts: true,
+      userNamespaces: false,
+    });
+    assert.equal(daemon.output.split('"msg":"host features"').length - 1, 1, 'logged once');
   });
 
   it('runs a pod and its container under the second handler, in its own root', async () => {

@@ -12,10 +12,10 @@ import { isMounted } from '../../src/netns/index.js';
 import { EXEC_SYNC_OUTPUT_CAP, execSync } from '../../src/runtime/exec-sync.js';
 import { Runc } from '../../src/runtime/runc.js';
 import type { Spec } from '../../src/oci/spec.js';
-import { cgroupVersion, readCgroupStats } from '../../src/stats/cgroup.js';
+import type { CgroupManager } from '../../src/cgroups/index.js';
 import { directoryUsage } from '../../src/stats/disk.js';
 import { runBusyboxContainer, waitForRuncStatus } from '../harness/bundles.js';
-import { removeCgroupTree } from '../harness/cgroups.js';
+import { hostCgroups, removeCgroupTree } from '../harness/cgroups.js';
 
 const isRoot = process.getuid?.() === 0;
 const suffix = randomBytes(4).toString('hex');
@@ -29,6 +29,7 @@ const APPLETS = ['sh', 'sleep', 'yes', 'true', 'head', 'cat'];
 const MiB = 1024 * 1024;
 
 let spec: Spec;
+let cgroups: CgroupManager;
 
 function startContainer(cid: string): Promise<Spec> {
   return runBusyboxContainer(runc, cid, join(base, 'bundles', cid), {
@@ -48,6 +49,7 @@ async function readNumber(path: string): Promise<number> {
 
 describe('container cgroups', { skip: isRoot ? false : 'needs root' }, () => {
   before(async () => {
+    cgroups = await hostCgroups();
     spec = await startContainer(id);
   });
 
@@ -61,7 +63,7 @@ describe('container cgroups', { skip: isRoot ? false : 'needs root' }, () => {
   });
 
   test('runc update changes the live memory limit and cpu shares', async (t) => {
-    if ((await cgroupVersion()) !== 1) {
+    if (cgroups.host.version === 'v2') {
       t.skip('reads cgroup v1 files');
       return;
     }
@@ -83,7 +85,7 @@ describe('container cgroups', { skip: isRoot ? false : 'needs root' }, () => {
   });
 
   test('cpu usage grows while the container burns cpu; memory is sane', async () => {
-    const first = await readCgroupStats(cgroupsPath, 'cgroupfs');
+    const first = await cgroups.readStats(cgroupsPath);
     assert.ok(first, 'stats of a live container');
     assert.ok(spec.process);
     const burner = { ...spec.process, args: ['/bin/sh', '-c', 'yes > /dev/null'] };
@@ -93,7 +95,7 @@ describe('container cgroups', { skip: isRoot ? false : 'needs root' }, () => {
     for (let burst = 0; burst < 50 && second.cpuUsageNs - first.cpuUsageNs < 50_000_000n; burst++) {
       const burn = await execSync(runc, id, burner, { timeoutMs: 300, maxOutputBytes: EXEC_SYNC_OUTPUT_CAP });
       assert.equal(burn.timedOut, true);
-      const now = await readCgroupStats(cgroupsPath, 'cgroupfs');
+      const now = await cgroups.readStats(cgroupsPath);
       assert.ok(now);
       second = now;
     }
@@ -117,7 +119,7 @@ describe('container cgroups', { skip: isRoot ? false : 'needs root' }, () => {
       return true;
     });
     await runc.delete(id, { force: true });
-    assert.equal(await readCgroupStats(cgroupsPath, 'cgroupfs'), null);
+    assert.equal(await cgroups.readStats(cgroupsPath), null);
   });
 });
 

@@ -2,6 +2,9 @@
 import { existsSync } from 'node:fs';
 import { readdir, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { cgroupManager, type CgroupManager } from '../../src/cgroups/index.js';
+import type { CgroupDriver } from '../../src/cgroups/driver.js';
+import { probeCgroupHost } from '../../src/cgroups/probe.js';
 
 const CGROUP_ROOT = '/sys/fs/cgroup';
 
@@ -41,4 +44,9 @@ async function removeDirTree(dir: string): Promise<void> {
 export async function hierarchiesHolding(path: string): Promise<string[]> {
   const hierarchies = await readdir(CGROUP_ROOT).catch(() => [] as string[]);
   return hierarchies.filter((hierarchy) => existsSync(join(CGROUP_ROOT, hierarchy, path)));
+}
+
+/** The manager berthd would build over this host's cgroups, for tests that read or name them. */
+export async function hostCgroups(driver: CgroupDriver = 'cgroupfs'): Promise<CgroupManager> {
+  return cgroupManager(driver, await probeCgroupHost());
 }

@@ -16,6 +16,7 @@ import {
   parseProcCgroup,
   removeCgroupEverywhere,
 } from '../../src/cgroups/hierarchy.js';
+import { probeCgroupHost } from '../../src/cgroups/probe.js';
 import { parseMountInfo } from '../../src/mounts/mountinfo.js';
 import { removeCgroupTree } from '../harness/cgroups.js';
 import { rootSkip } from '../harness/skip.js';
@@ -74,13 +75,14 @@ test(
         await ensureCgroup(mountPoint, name);
         await moveProcess(sleeper.pid, await ensureCgroup(mountPoint, `${name}/child`));
       }
+      const { mountPoints } = await probeCgroupHost();
       const exited = new Promise((resolve) => sleeper.once('exit', resolve));
-      await removeCgroupEverywhere(`/${name}`, 5_000);
+      await removeCgroupEverywhere(`/${name}`, 5_000, mountPoints);
       assert.equal(await exited, null, 'the process in the cgroup was not killed');
       for (const { mountPoint } of memberships) assert.equal(existsSync(join(mountPoint, name)), false);
       // Gone already: nothing to do.
-      await removeCgroupEverywhere(`/${name}`, 5_000);
-      await assert.rejects(removeCgroupEverywhere('/', 5_000), /refusing/);
+      await removeCgroupEverywhere(`/${name}`, 5_000, mountPoints);
+      await assert.rejects(removeCgroupEverywhere('/', 5_000, mountPoints), /refusing/);
     } finally {
       sleeper.kill('SIGKILL');
       await removeCgroupTree(name);

@@ -3,29 +3,18 @@
  * the cpu rate between two samples, and the metric set's labels.
  */
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { parseNetDev, readInterfaceCounters } from '../../src/netns/counters.js';
 import { metricDescriptors } from '../../src/podstats/metrics.js';
-import { parentRelativePath, readCgroupDetailAt } from '../../src/stats/cgroup.js';
+import type { CgroupDriver } from '../../src/cgroups/driver.js';
+import { cgroupManager } from '../../src/cgroups/index.js';
+import { probeCgroupHost } from '../../src/cgroups/probe.js';
+import { readCgroupDetailAt } from '../../src/cgroups/stats.js';
 import { CounterRate } from '../../src/stats/rate.js';
+import { fakeTreeMaker } from '../harness/files.js';
 
-const dirs: string[] = [];
-after(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
-});
-
-async function fakeTree(files: Record<string, string>): Promise<string> {
-  const root = await mkdtemp(join(tmpdir(), 'berth-unit-podstats-'));
-  dirs.push(root);
-  for (const [rel, text] of Object.entries(files)) {
-    await mkdir(join(root, rel, '..'), { recursive: true });
-    await writeFile(join(root, rel), text);
-  }
-  return root;
-}
+const fakeTree = fakeTreeMaker('berth-unit-podstats-');
 
 const NET_DEV = [
   'Inter-|   Receive                                                |  Transmit',
@@ -110,12 +99,15 @@ describe('readCgroupDetailAt', () => {
       'memory/kubepods/pod1/memory.limit_in_bytes': '268435456\n',
       'pids/kubepods/pod1/pids.current': '7\n',
     });
-    assert.deepEqual(await readCgroupDetailAt('/kubepods/pod1', { root }), {
-      cpuUserNs: 2_500_000_000n,
-      cpuSystemNs: 300_000_000n,
-      memoryLimitBytes: 268435456n,
-      processCount: 7n,
-    });
+    assert.deepEqual(
+      await readCgroupDetailAt(await probeCgroupHost({ root, mounts: [] }), '/kubepods/pod1'),
+      {
+        cpuUserNs: 2_500_000_000n,
+        cpuSystemNs: 300_000_000n,
+        memoryLimitBytes: 268435456n,
+        processCount: 7n,
+      },
+    );
   });
 
   test('cgroup v1: no limit reads as null', async () => {
@@ -124,7 +116,10 @@ describe('readCgroupDetailAt', () => {
       'memory/p/memory.limit_in_bytes': '9223372036854771712\n',
       'pids/p/pids.current': '1\n',
     });
-    assert.equal((await readCgroupDetailAt('/p', { root }))?.memoryLimitBytes, null);
+    assert.equal(
+      (await readCgroupDetailAt(await probeCgroupHost({ root, mounts: [] }), '/p'))?.memoryLimitBytes,
+      null,
+    );
   });
 
   test('cgroup v2: usec counters, memory.max', async () => {
@@ -134,7 +129,7 @@ describe('readCgroupDetailAt', () => {
       'p/memory.max': 'max\n',
       'p/pids.current': '4\n',
     });
-    assert.deepEqual(await readCgroupDetailAt('/p', { root }), {
+    assert.deepEqual(await readCgroupDetailAt(await probeCgroupHost({ root, mounts: [] }), '/p'), {
       cpuUserNs: 7000n,
       cpuSystemNs: 3000n,
       memoryLimitBytes: null,
@@ -144,9 +139,14 @@ describe('readCgroupDetailAt', () => {
 
   test('a cgroup that is gone reads as null', async () => {
     const root = await fakeTree({ 'cpuacct/.keep': '' });
-    assert.equal(await readCgroupDetailAt('/gone', { root }), null);
+    assert.equal(await readCgroupDetailAt(await probeCgroupHost({ root, mounts: [] }), '/gone'), null);
   });
 });
+
+const parentRelativePath = (parent: string, driver: CgroupDriver): string =>
+  cgroupManager(driver, { root: '/nonexistent', version: 'v1', controllers: [], mountPoints: [] }).podPath(
+    parent,
+  );
 
 describe('parentRelativePath', () => {
   test('a cgroupfs parent is its path; a systemd slice is expanded', () => {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MonitorCgroup } from '../../src/monitor/cgroup.js';
+import { MonitorCgroup } from '../../src/cgroups/monitor.js';
 import { openRuntimeHandlers, type RuntimeHandlers } from '../../src/runtime/index.js';
 
 let dir: string;

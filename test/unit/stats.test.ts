@@ -1,31 +1,28 @@
 /** cgroup path mapping and stats parsing, against fake v1 and v2 cgroup trees in a temp dir. */
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, describe, test } from 'node:test';
-import {
-  cgroupRelativePath,
-  cgroupVersion,
-  expandSlice,
-  parseFlatKeyed,
-  readCgroupStats,
-} from '../../src/stats/cgroup.js';
+import { describe, test } from 'node:test';
+import type { CgroupDriver } from '../../src/cgroups/driver.js';
+import { cgroupManager, type CgroupManager } from '../../src/cgroups/index.js';
+import { probeCgroupHost, type CgroupVersion } from '../../src/cgroups/probe.js';
+import { parseFlatKeyed } from '../../src/cgroups/stats.js';
+import { expandSlice } from '../../src/cgroups/systemd.js';
+import { fakeTreeMaker } from '../harness/files.js';
 
-const dirs: string[] = [];
-after(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
-});
+const fakeTree = fakeTreeMaker('berth-unit-cgroup-');
 
-async function fakeTree(files: Record<string, string>): Promise<string> {
-  const root = await mkdtemp(join(tmpdir(), 'berth-unit-cgroup-'));
-  dirs.push(root);
-  for (const [rel, text] of Object.entries(files)) {
-    await mkdir(join(root, rel, '..'), { recursive: true });
-    await writeFile(join(root, rel), text);
-  }
-  return root;
+/** A manager over the fake tree at `root`, probed as berthd probes /sys/fs/cgroup. */
+async function managerAt(root: string, driver: CgroupDriver = 'cgroupfs'): Promise<CgroupManager> {
+  return cgroupManager(driver, await probeCgroupHost({ root, mounts: [] }));
 }
+
+async function cgroupVersion(root: string): Promise<CgroupVersion> {
+  return (await probeCgroupHost({ root, mounts: [] })).version;
+}
+
+/** Path logic alone: the host does not matter to it. */
+const pathsOf = (driver: CgroupDriver): CgroupManager =>
+  cgroupManager(driver, { root: '/nonexistent', version: 'v1', controllers: [], mountPoints: [] });
+const cgroupRelativePath = (path: string, driver: CgroupDriver): string => pathsOf(driver).relativePath(path);
 
 describe('expandSlice', () => {
   test('nests each dash-separated prefix', () => {
@@ -116,8 +113,8 @@ describe('readCgroupStats', () => {
       'memory/berth/c1/memory.usage_in_bytes': '20000\n',
       'memory/berth/c1/memory.stat': v1Stat,
     });
-    assert.equal(await cgroupVersion(root), 1);
-    assert.deepEqual(await readCgroupStats('/berth/c1', 'cgroupfs', { root }), {
+    assert.equal(await cgroupVersion(root), 'v1');
+    assert.deepEqual(await (await managerAt(root)).readStats('/berth/c1'), {
       cpuUsageNs: 123456789n,
       memoryUsageBytes: 20000n,
       workingSetBytes: 17000n,
@@ -133,7 +130,7 @@ describe('readCgroupStats', () => {
       'memory/berth/c1/memory.usage_in_bytes': '2000',
       'memory/berth/c1/memory.stat': v1Stat,
     });
-    assert.equal((await readCgroupStats('/berth/c1', 'cgroupfs', { root }))?.workingSetBytes, 0n);
+    assert.equal((await (await managerAt(root)).readStats('/berth/c1'))?.workingSetBytes, 0n);
   });
 
   test('cgroup v2 (unified), usage_usec in ns, systemd scope path', async () => {
@@ -144,8 +141,8 @@ describe('readCgroupStats', () => {
       [`${dir}/memory.current`]: '1048576\n',
       [`${dir}/memory.stat`]: 'anon 65536\nfile 900000\ninactive_file 48576\npgfault 12\npgmajfault 1\n',
     });
-    assert.equal(await cgroupVersion(root), 2);
-    assert.deepEqual(await readCgroupStats('kubepods-pod1.slice:berth:c2', 'systemd', { root }), {
+    assert.equal(await cgroupVersion(root), 'v2');
+    assert.deepEqual(await (await managerAt(root, 'systemd')).readStats('kubepods-pod1.slice:berth:c2'), {
       cpuUsageNs: 2_500_000n,
       memoryUsageBytes: 1048576n,
       workingSetBytes: 1_000_000n,
@@ -157,8 +154,8 @@ describe('readCgroupStats', () => {
 
   test('a missing cgroup, or one half gone, is null', async () => {
     const root = await fakeTree({ 'cpuacct/berth/c1/cpuacct.usage': '1' });
-    assert.equal(await readCgroupStats('/berth/nope', 'cgroupfs', { root }), null);
-    assert.equal(await readCgroupStats('/berth/c1', 'cgroupfs', { root }), null);
+    assert.equal(await (await managerAt(root)).readStats('/berth/nope'), null);
+    assert.equal(await (await managerAt(root)).readStats('/berth/c1'), null);
   });
 
   test('garbage in a counter file is an error, not a zero', async () => {
@@ -167,6 +164,6 @@ describe('readCgroupStats', () => {
       'memory/berth/c1/memory.usage_in_bytes': '1',
       'memory/berth/c1/memory.stat': '',
     });
-    await assert.rejects(readCgroupStats('/berth/c1', 'cgroupfs', { root }), /cpuacct.usage/);
+    await assert.rejects((await managerAt(root)).readStats('/berth/c1'), /cpuacct.usage/);
   });
 });

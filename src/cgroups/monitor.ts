@@ -4,8 +4,8 @@
  * and with them the containers' stdio, logs and exit codes, alone. Like CRI-O's conmon_cgroup.
  */
 import { join } from 'node:path';
-import type { CgroupDriver } from '../oci/cgroups.js';
-import { ensureCgroup, membershipsOf, moveProcess } from '../cgroups/hierarchy.js';
+import type { CgroupDriver } from './driver.js';
+import { ensureCgroup, membershipsOf, moveProcess } from './hierarchy.js';
 import { readMountInfo } from '../mounts/mountinfo.js';
 import { commandLine, processesMentioning } from '../process/index.js';
 import { allSettledOrThrow } from '../settle.js';

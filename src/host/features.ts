@@ -1,0 +1,104 @@
+/**
+ * What the host can do, probed once at start-up: logged once, shown by verbose Status (`crictl
+ * info`), and handed to whoever decides by it, so that no module keeps a probe of its own. Probes
+ * of what a runtime handler can do (rro mounts) belong to the handler. Some features here are
+ * information only: berth sets up no idmapped mounts and runs no criu yet.
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import { release } from 'node:os';
+import { probeCgroupHost, type CgroupHost } from '../cgroups/probe.js';
+import { findProgram, run } from '../exec.js';
+import { loadLibc } from '../libc.js';
+
+export interface HostFeatures {
+  cgroups: CgroupHost;
+  /** The AppArmor LSM is enabled; berth itself loads no profile (see oci/apparmor.ts). */
+  appArmor: { enabled: boolean };
+  /** The kernel filters syscalls (CONFIG_SECCOMP_FILTER), with the actions it offers. */
+  seccomp: { enabled: boolean; actions: string[] };
+  /** The page sizes the kernel has huge pages of, as CRI names them ("2MB"). */
+  hugetlb: { pageSizes: string[] };
+  /**
+   * Whether the kernel has mount_setattr(2), which idmapped mounts need; whether a given
+   * filesystem supports them is another question, asked only once berth makes any.
+   */
+  idmappedMounts: { kernel: string; mountSetattr: boolean };
+  /** CRIU, for checkpoint and restore later; null when it is not installed or does not answer. */
+  criu: { version: string } | null;
+}
+
+export async function probeHostFeatures(opts: { timeoutMs: number }): Promise<HostFeatures> {
+  const [cgroups, appArmor, seccomp, pageSizes, mountSetattr, criu] = await Promise.all([
+    probeCgroupHost(),
+    appArmorEnabled(),
+    seccompSupport(),
+    hugePageSizes(),
+    hasMountSetattr(),
+    criuVersion(opts.timeoutMs),
+  ]);
+  return {
+    cgroups,
+    appArmor: { enabled: appArmor },
+    seccomp,
+    hugetlb: { pageSizes },
+    idmappedMounts: { kernel: release(), mountSetattr },
+    criu,
+  };
+}
+
+/** Without the module, or with it disabled at boot, there is no such file or it says "N". */
+async function appArmorEnabled(): Promise<boolean> {
+  const text = await readFile('/sys/module/apparmor/parameters/enabled', 'utf8').catch(() => 'N');
+  return text.trim() === 'Y';
+}
+
+/** The filter's actions (Linux 4.14 on); a kernel without seccomp filters has no such file. */
+async function seccompSupport(): Promise<HostFeatures['seccomp']> {
+  const actions = await readFile('/proc/sys/kernel/seccomp/actions_avail', 'utf8').catch(() => '');
+  const list = actions.split(/\s+/).filter((a) => a !== '');
+  return { enabled: list.length > 0, actions: list };
+}
+
+/** /sys/kernel/mm/hugepages has a "hugepages-<n>kB" dir per size; none without huge pages. */
+async function hugePageSizes(): Promise<string[]> {
+  const names = await readdir('/sys/kernel/mm/hugepages').catch(() => [] as string[]);
+  const kib = names.flatMap((name) => {
+    const m = /^hugepages-(\d+)kB$/.exec(name);
+    return m?.[1] === undefined ? [] : [Number(m[1])];
+  });
+  return kib.sort((a, b) => a - b).map(pageSizeName);
+}
+
+/** 2048 → "2MB", 1048576 → "1GB", 64 → "64KB": the largest unit that divides the size. */
+export function pageSizeName(kib: number): string {
+  if (kib % (1024 * 1024) === 0) return `${kib / (1024 * 1024)}GB`;
+  if (kib % 1024 === 0) return `${kib / 1024}MB`;
+  return `${kib}KB`;
+}
+
+const ENOSYS = 38;
+const EPERM = 1;
+
+/**
+ * Asked of the kernel itself rather than read from its version: distributions backport. A call
+ * with no attributes fails with EINVAL where the call exists; ENOSYS where it does not, and EPERM
+ * where a seccomp filter around berthd forbids it, which is as good as not there.
+ */
+async function hasMountSetattr(): Promise<boolean> {
+  const libc = await loadLibc();
+  if (libc.mountSetattrWithoutAttrs(-1, '', 0) === 0) return true;
+  const errno = libc.errno();
+  return errno !== ENOSYS && errno !== EPERM;
+}
+
+/** `criu --version` says "Version: 3.17.1" first. */
+async function criuVersion(timeoutMs: number): Promise<HostFeatures['criu']> {
+  try {
+    const { stdout } = await run(await findProgram('criu'), ['--version'], { timeoutMs });
+    const version = /^Version:\s*(\S+)/m.exec(stdout)?.[1];
+    return version === undefined ? null : { version };
+  } catch {
+    // Not installed, or it failed or hung: either way there is no criu to use.
+    return null;
+  }
+}
