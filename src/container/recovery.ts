@@ -7,7 +7,7 @@ import type { LifecycleEvents } from '../events/lifecycle.js';
 import type { Container } from '../model/container.js';
 import { isConmonOf } from '../monitor/conmon.js';
 import type { ExitWatcher } from '../monitor/exits.js';
-import { inPool } from '../operation/pool.js';
+import { inPool } from '../kit/pool.js';
 import type { RuntimeHandlers } from '../sandbox/runtimes.js';
 import type { Store } from '../store/index.js';
 import { runtimeOf } from './context.js';

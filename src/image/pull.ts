@@ -13,7 +13,7 @@ import { formatReference, type ImageReference } from '../registry/reference.js';
 import { RefusedEntryError, detectCompression, unpackLayer } from '../unpack/index.js';
 import { checkConfigSize, checkImageConfig, checkIndex, checkManifest } from './validate.js';
 import { ImageFormatError } from './errors.js';
-import { SingleFlight } from '../singleflight.js';
+import { SingleFlight } from '../kit/single-flight.js';
 import type { ImageConfig } from '../model/image.js';
 
 /** An image whose bytes are all verified, stored, unpacked and on disk, ready to be recorded. */

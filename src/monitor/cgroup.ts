@@ -8,7 +8,7 @@ import type { CgroupDriver } from '../oci/cgroups.js';
 import { ensureCgroup, membershipsOf, moveProcess } from '../cgroups/hierarchy.js';
 import { readMountInfo } from '../mounts/mountinfo.js';
 import { commandLine, processesMentioning } from '../process/index.js';
-import { allSettledOrThrow } from '../settle.js';
+import { allSettledOrThrow } from '../kit/settle.js';
 
 /**
  * `berth-monitors`: a cgroup of their own at the top of every hierarchy berthd is in

@@ -37,7 +37,7 @@ import { findProgram } from '../exec.js';
 import { CREATE_LOG, Runc, readLoggedErrors } from '../oci/runc.js';
 import { isRunning, killQuietly, parentPid, readPidFile, waitForExit } from '../process/index.js';
 import { checkSpawned } from '../process/spawn.js';
-import { allSettledOrThrow } from '../settle.js';
+import { allSettledOrThrow } from '../kit/settle.js';
 import type { MonitorCgroup } from './cgroup.js';
 import { MONITOR_ID_PATTERN } from './exits.js';
 import { checkLogPath, prepareLogPath } from './logs.js';

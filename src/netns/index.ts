@@ -10,7 +10,7 @@ import { BerthError, InvalidArgumentError, AlreadyExistsError, errorMessage } fr
 import { run } from '../exec.js';
 import { canonicalPath, readMountInfo, topMount, type MountInfoEntry } from '../mounts/mountinfo.js';
 import { changePropagation, MountFlags, mountSyscall, unmountAll } from '../mounts/syscalls.js';
-import { allSettledOrThrow } from '../settle.js';
+import { allSettledOrThrow } from '../kit/settle.js';
 
 /** A namespace could not be created, mounted or unmounted. */
 export class NetnsError extends BerthError {

@@ -25,7 +25,7 @@ import type { RuntimeHandlers } from './runtimes.js';
 import { SandboxTeardown, networkMayBeAttached } from './teardown.js';
 import type { SandboxFilter, SandboxVerboseInfo, SandboxView } from './types.js';
 import { Steps, asStep } from '../operation/steps.js';
-import { allSettledOrThrow } from '../settle.js';
+import { allSettledOrThrow } from '../kit/settle.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import { matchesLabels } from '../operation/lookup.js';
 import { findSandbox } from './lookup.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { inPool } from '../../src/operation/pool.js';
+import { inPool } from '../../src/kit/pool.js';
 
 test('every item runs, at most `concurrency` at once, and results keep the items order', async () => {
   let running = 0;

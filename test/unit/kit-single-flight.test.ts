@@ -1,7 +1,7 @@
 /** Shared work and callers who give up: the work stops only when nobody waits for it. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { SingleFlight } from '../../src/singleflight.js';
+import { SingleFlight } from '../../src/kit/single-flight.js';
 
 function gate(): { promise: Promise<void>; open: () => void } {
   let open!: () => void;
