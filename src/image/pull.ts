@@ -13,6 +13,7 @@ import { formatReference, type ImageReference } from '../registry/reference.js';
 import { RefusedEntryError, detectCompression, unpackLayer } from '../unpack/index.js';
 import { checkConfigSize, checkImageConfig, checkIndex, checkManifest } from './validate.js';
 import { ImageFormatError } from './errors.js';
+import { allSettledOrThrow } from '../kit/settle.js';
 import { SingleFlight } from '../kit/single-flight.js';
 import type { ImageConfig } from '../model/image.js';
 
@@ -220,12 +221,11 @@ export class Puller {
    */
   private async ingestAndUnpack(layer: ImageLayerRef, download: Readable, tmp: string): Promise<void> {
     const tap = new PassThrough({ highWaterMark: TAP_BUFFER_BYTES });
-    const [ingest, unpack] = await Promise.allSettled([
+    // The ingest's failure is named first: it names the blob.
+    await allSettledOrThrow([
       this.deps.content.ingest({ digest: layer.digest, size: layer.size }, download, tap),
       this.unpack(layer, tap, tmp),
     ]);
-    if (ingest.status === 'rejected') throw ingest.reason;
-    if (unpack.status === 'rejected') throw unpack.reason;
   }
 
   private async unpack(layer: ImageLayerRef, blob: Readable, tmp: string): Promise<void> {
