@@ -37,6 +37,7 @@ import { findProgram } from '../exec.js';
 import { CREATE_LOG, Runc, readLoggedErrors } from '../oci/runc.js';
 import { isRunning, killQuietly, parentPid, readPidFile, waitForExit } from '../process/index.js';
 import { checkSpawned } from '../process/spawn.js';
+import { beforeDeadline } from '../kit/deadline.js';
 import { allSettledOrThrow } from '../kit/settle.js';
 import type { MonitorCgroup } from './cgroup.js';
 import { MONITOR_ID_PATTERN } from './exits.js';
@@ -240,7 +241,7 @@ export class Conmon {
     }
     if (outcome.kind === 'closed' || outcome.message.data <= 0) {
       const relayed = outcome.kind === 'message' ? (outcome.message.message ?? '') : '';
-      const code = await withDeadline(parentExit, remaining(started, this.opts.timeoutMs));
+      const code = await beforeDeadline(parentExit, remaining(started, this.opts.timeoutMs), null);
       const fallback =
         code !== null && code !== 0
           ? `conmon exited with code ${code}`
@@ -250,7 +251,7 @@ export class Conmon {
 
     const pid = outcome.message.data;
     // The first conmon writes the daemon's pid file, then exits: once it has, the file is there.
-    const code = await withDeadline(parentExit, remaining(started, this.opts.timeoutMs));
+    const code = await beforeDeadline(parentExit, remaining(started, this.opts.timeoutMs), null);
     const monitorPid = code === 0 ? ((await readPidFile(join(req.bundleDir, MONITOR_PID_FILE))) ?? 0) : 0;
     if (monitorPid <= 0) {
       const how = code === null ? 'did not exit in time' : `exited with code ${code}`;
@@ -508,19 +509,6 @@ function exitCodeOf(child: ChildProcess): Promise<number | null> {
     child.once('exit', (code) => resolve(code));
     child.once('error', () => resolve(null));
   });
-}
-
-/** `promise`'s value, or null when it has not settled within `ms`. */
-async function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T | null> {
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<null>((resolve) => {
-    timer = setTimeout(() => resolve(null), ms);
-  });
-  try {
-    return await Promise.race([promise, expired]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 function remaining(startedMs: number, timeoutMs: number): number {
