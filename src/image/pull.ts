@@ -13,6 +13,7 @@ import { formatReference, type ImageReference } from '../registry/reference.js';
 import { RefusedEntryError, detectCompression, unpackLayer } from '../unpack/index.js';
 import { checkConfigSize, checkImageConfig, checkIndex, checkManifest } from './validate.js';
 import { ImageFormatError } from './errors.js';
+import { inPool } from '../kit/pool.js';
 import { allSettledOrThrow } from '../kit/settle.js';
 import { SingleFlight } from '../kit/single-flight.js';
 import type { ImageConfig } from '../model/image.js';
@@ -118,7 +119,9 @@ export class Puller {
       size: layer.size,
       mediaType: layer.mediaType,
     }));
-    await this.forEachLimited(layers, (layer) => this.ensureLayer(ref, layer, via, watch, auth, signal));
+    await inPool(layers, this.deps.layerConcurrency ?? 3, (layer) =>
+      this.ensureLayer(ref, layer, via, watch, auth, signal),
+    );
     // The caller records the image next: everything it relies on must be on disk first.
     await Promise.all(writes);
     await this.flush.flush();
@@ -244,20 +247,6 @@ export class Puller {
         `layer ${layer.digest} unpacks to ${result.diffId}, config says ${layer.diffId}`,
       );
     }
-  }
-
-  private async forEachLimited<T>(items: T[], work: (item: T) => Promise<void>): Promise<void> {
-    const limit = this.deps.layerConcurrency ?? 3;
-    let next = 0;
-    const failures: unknown[] = [];
-    const worker = async (): Promise<void> => {
-      while (next < items.length && failures.length === 0) {
-        const item = items[next++] as T;
-        await work(item).catch((err: unknown) => failures.push(err));
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-    if (failures.length > 0) throw failures[0];
   }
 }
 
