@@ -523,7 +523,7 @@ export async function isConmonOf(pid: number, id: string): Promise<boolean> {
   return argv.some((arg, i) => (arg === '--cid' || arg === '-c') && argv[i + 1] === id);
 }
 
-/** SIGKILL to a pid, or to a process group when negative. */
+/** What is at `path` now, or null when nothing is: a missing log file is a state, not an error. */
 async function statOrNull(path: string): Promise<Stats | null> {
   try {
     return await stat(path);
