@@ -85,7 +85,7 @@ export class Puller {
     keep(top.digest, top.bytes);
 
     let manifestBytes = top.bytes;
-    let manifestMediaType = mediaTypeOf(top.bytes, top.mediaType);
+    let manifestMediaType = top.mediaType;
     if (INDEX_TYPES.has(manifestMediaType)) {
       const chosen = selectPlatform(checkIndex(parseJson<unknown>(top.bytes, 'image index')));
       const child = await registry.fetchManifestByDigest(ref, chosen.digest, auth, {
@@ -95,7 +95,7 @@ export class Puller {
       // Not stored: only the index is recorded (its digest is what kubelet pulls by), and a blob no
       // row refers to would be swept as garbage at the next start.
       manifestBytes = child.bytes;
-      manifestMediaType = mediaTypeOf(child.bytes, child.mediaType);
+      manifestMediaType = child.mediaType;
     }
     if (!MANIFEST_TYPES.has(manifestMediaType)) {
       throw new ImageFormatError(`unsupported manifest media type "${manifestMediaType}"`);
@@ -256,15 +256,6 @@ function parseJson<T>(bytes: Buffer, what: string): T {
   } catch (err) {
     throw new ImageFormatError(`${what} is not valid JSON: ${(err as Error).message}`);
   }
-}
-
-/** Registries sometimes answer with a generic Content-Type; the document's own mediaType decides. */
-function mediaTypeOf(bytes: Buffer, header: string): string {
-  const doc = parseJson<{ mediaType?: string; manifests?: unknown; config?: unknown }>(bytes, 'manifest');
-  if (doc.mediaType) return doc.mediaType;
-  if (Array.isArray(doc.manifests)) return MEDIA_TYPES.ociIndex;
-  if (doc.config) return MEDIA_TYPES.ociManifest;
-  return header;
 }
 
 /**

@@ -426,8 +426,9 @@ function contentLength(res: HttpResponse): number | null {
 }
 
 /**
- * The manifest's media type: its own `mediaType` field (covered by the digest), else the
- * Content-Type header, else what its shape says. Schema 1 and anything else is refused.
+ * The manifest's media type: its own `mediaType` field (covered by the digest, so an unsupported
+ * one is refused), else the Content-Type header, else what its shape says: registries sometimes
+ * answer with a generic Content-Type. Schema 1 and anything else is refused.
  */
 function manifestMediaType(
   bytes: Buffer,
@@ -445,8 +446,11 @@ function manifestMediaType(
     throw new RegistryError(`${what}: manifest from ${endpoint} is not a JSON object`, endpoint);
   }
   const fields = doc as Record<string, unknown>;
-  const header = contentType?.split(';')[0]?.trim().toLowerCase();
-  const declared = typeof fields.mediaType === 'string' ? fields.mediaType : header;
+  const own = typeof fields.mediaType === 'string' && fields.mediaType !== '' ? fields.mediaType : undefined;
+  if (own !== undefined && !MANIFEST_MEDIA_TYPES.includes(own)) {
+    throw new RegistryError(`${what}: unsupported manifest media type "${own}"`, endpoint);
+  }
+  const declared = own ?? contentType?.split(';')[0]?.trim().toLowerCase();
   if (declared !== undefined && MANIFEST_MEDIA_TYPES.includes(declared)) return declared;
   if (fields.schemaVersion === 1) {
     throw new RegistryError(
