@@ -134,6 +134,8 @@ export async function prepareRootfs(
     }
     return target;
   } catch (err) {
+    // CreateContainer's rootfs undo, registered before this call, removes again what stays; the
+    // mount's error is the one to report.
     await removeRootfs(containerId, rootDir).catch(() => undefined);
     throw err instanceof InvalidArgumentError ? err : new RootfsError(containerId, 'mount', err);
   }

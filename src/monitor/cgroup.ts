@@ -58,6 +58,7 @@ export class MonitorCgroup {
         return own ? join(own.mountPoint, own.path) : null;
       })
       .catch(() => null);
+    // A move that fails changes nothing: the wait it would have started early comes at place().
     void this.ownDir
       .then((dir) => (dir === null ? undefined : moveProcess(process.pid, dir)))
       .catch(() => undefined);

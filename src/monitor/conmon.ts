@@ -193,7 +193,9 @@ export class Conmon {
       ]);
       out = await opened;
     } catch (err) {
+      // The open may be what failed: then there is nothing to close.
       await opened.then((file) => file.close()).catch(() => undefined);
+      // The monitor step's undo removes them again; the create's error is the one to report.
       await this.removeMonitorFiles(req.id).catch(() => undefined);
       throw err;
     }
@@ -219,7 +221,8 @@ export class Conmon {
       parentExit = exitCodeOf(child);
       sync = awaitSyncMessage(child, this.opts.timeoutMs);
     } catch (err) {
-      // Out of file descriptors: no conmon ran, so only the files made above are left to go.
+      // Out of file descriptors: no conmon ran, so only the files made above are left to go (and
+      // the monitor step's undo removes them again if this fails).
       await this.removeMonitorFiles(req.id).catch(() => undefined);
       throw err;
     } finally {

@@ -166,6 +166,8 @@ export async function createPinnedNamespaces(request: NamespacePinRequest, timeo
       throw new Error(`unshare succeeded but nothing is mounted at ${missing.join(', ')}`);
     }
   } catch (err) {
+    // RunPodSandbox's undos, registered before this call, remove again what stays; this error is
+    // the one to report.
     for (const path of made) await removePin(path).catch(() => undefined);
     if (err instanceof AlreadyExistsError || err instanceof NetnsError) throw err;
     throw new NetnsError(made.join(', '), 'create namespaces', err);
