@@ -6,12 +6,10 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { StepError } from '../../src/errors.js';
-import type { Logger } from '../../src/log.js';
 import { KeyedGate } from '../../src/operation/gate.js';
 import { KeyedLock } from '../../src/operation/lock.js';
 import { pauseIfAsked } from '../../src/operation/pause.js';
@@ -23,18 +21,8 @@ import {
   type StepOutcome,
 } from '../../src/operation/steps.js';
 import { UndoStack } from '../../src/operation/undo.js';
-
-/** A logger whose lines the test reads back. */
-function recordingLogger(): { logger: Logger; lines: Record<string, unknown>[] } {
-  const lines: Record<string, unknown>[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      lines.push(JSON.parse(chunk.toString('utf8')) as Record<string, unknown>);
-      done();
-    },
-  });
-  return { logger: pino({ level: 'debug' }, sink), lines };
-}
+import { capturingLogger } from '../harness/log.js';
+import { deferred, waitFor } from '../harness/wait.js';
 
 const silent = pino({ level: 'silent' });
 
@@ -51,12 +39,6 @@ function ending(): AbandonedOperation & { outcome: string[] } {
     forget: () => outcome.push('forget'),
     keepFailed: (failure) => outcome.push(`keepFailed ${failure.step}`),
   };
-}
-
-function deferred(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  return { promise, resolve };
 }
 
 describe('Steps', { timeout: HANG_BOUND_MS }, () => {
@@ -144,7 +126,7 @@ describe('Steps', { timeout: HANG_BOUND_MS }, () => {
   });
 
   it('an undo that fails is reported and the others still run; the record is kept failed', async () => {
-    const { logger, lines } = recordingLogger();
+    const { logger, lines } = capturingLogger();
     const undone: string[] = [];
     const steps = new Steps('TestOperation', logger, async () => undefined);
     steps.onUndo('a', async () => {
@@ -314,10 +296,13 @@ describe('pauseIfAsked', { timeout: HANG_BOUND_MS }, () => {
       );
       const marker = join(dir, 'test-paused-step');
       let pid = '';
-      for (let i = 0; i < 200 && pid === ''; i++) {
-        pid = await readFile(marker, 'utf8').catch(() => '');
-        if (pid === '') await sleep(10);
-      }
+      await waitFor(
+        async () => (pid = await readFile(marker, 'utf8').catch(() => '')) !== '',
+        HANG_BOUND_MS,
+        {
+          what: 'the pause marker',
+        },
+      );
       assert.equal(pid, String(process.pid));
       await sleep(20);
       assert.equal(settled, false);
