@@ -2,6 +2,8 @@
  * Racing work against a deadline, for waits that must end even when the work hangs (a conmon
  * that never exits, a session that never closes, a peer that never reads).
  */
+
+/** What else may end a race, and whether its timer may hold the process. */
 export interface DeadlineOptions {
   /** Stops waiting at once when aborted, as if the deadline had passed. */
   signal?: AbortSignal | undefined;
