@@ -24,6 +24,7 @@ import { watchSteps } from './operation/steps.js';
 import { NETNS_DIR_MODE, prepareNetnsDir } from './netns/index.js';
 import { ensureInfraRootfs } from './oci/infra.js';
 import { recover } from './sandbox/recovery.js';
+import { SandboxTeardown } from './sandbox/teardown.js';
 import { recoverContainers } from './container/recovery.js';
 import { ContainerService } from './container/service.js';
 import { PodStatsService } from './podstats/service.js';
@@ -127,12 +128,13 @@ export async function startDaemon(
     logger,
   });
   const events = new LifecyclePublisher<PodSnapshot>(eventHub, logger);
+  const sandboxTeardown = new SandboxTeardown({ sandboxes: store.sandboxes, cni, runtimes, logger });
   const recovery = recover({
     config,
     store,
-    cni,
     runtimes,
     logger,
+    teardown: sandboxTeardown,
     recoverContainers: (rebooted) =>
       recoverContainers({
         config,
@@ -203,6 +205,7 @@ export async function startDaemon(
     infraRootfs,
     containers: containers.lifecycle,
     events,
+    teardown: sandboxTeardown,
     ...(opts.pauseBeforeStep ? { pauseBeforeStep: opts.pauseBeforeStep } : {}),
   });
   events.describeWith((sandboxId) => describePod(sandboxes, containers, sandboxId));

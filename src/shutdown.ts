@@ -3,6 +3,7 @@
  * runc, a client that never reads), and at once when a second signal says so.
  */
 import { errorMessage } from './errors.js';
+import { settledWithin } from './kit/deadline.js';
 import type { Logger } from './log.js';
 
 export interface ShutdownOptions {
@@ -10,32 +11,6 @@ export interface ShutdownOptions {
   graceMs: number;
   /** Aborted to stop waiting for anything: what still runs is cut short. */
   force: AbortSignal;
-}
-
-/**
- * True once `work` has settled, false when `ms` have passed or `force` aborted first. A rejection
- * of `work` is passed on.
- */
-export async function settledWithin(
-  work: Promise<unknown>,
-  ms: number,
-  force: AbortSignal = new AbortController().signal,
-): Promise<boolean> {
-  if (force.aborted) return false;
-  let timer: NodeJS.Timeout | undefined;
-  let onAbort = (): void => {};
-  // The timer is not unref'd: it is what keeps berthd alive to exit when nothing else would.
-  const cutShort = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-    onAbort = () => resolve(false);
-    force.addEventListener('abort', onAbort, { once: true });
-  });
-  try {
-    return await Promise.race([work.then(() => true as const), cutShort]);
-  } finally {
-    clearTimeout(timer);
-    force.removeEventListener('abort', onAbort);
-  }
 }
 
 /**

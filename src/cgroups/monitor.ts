@@ -8,7 +8,7 @@ import type { CgroupDriver } from './driver.js';
 import { ensureCgroup, membershipsOf, moveProcess } from './hierarchy.js';
 import { readMountInfo } from '../mounts/mountinfo.js';
 import { commandLine, processesMentioning } from '../process/index.js';
-import { allSettledOrThrow } from '../settle.js';
+import { allSettledOrThrow } from '../kit/settle.js';
 
 /**
  * `berth-monitors`: a cgroup of their own at the top of every hierarchy berthd is in
@@ -58,6 +58,7 @@ export class MonitorCgroup {
         return own ? join(own.mountPoint, own.path) : null;
       })
       .catch(() => null);
+    // A move that fails changes nothing: the wait it would have started early comes at place().
     void this.ownDir
       .then((dir) => (dir === null ? undefined : moveProcess(process.pid, dir)))
       .catch(() => undefined);

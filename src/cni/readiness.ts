@@ -1,3 +1,4 @@
+import { SingleFlight } from '../kit/single-flight.js';
 import { loadDefaultNetwork, loopbackNetwork, type LoadNetworkResult } from './config.js';
 import { DirWatch } from './dir-watch.js';
 import { findPlugin } from './invoke.js';
@@ -37,7 +38,8 @@ export class NetworkCache {
   private usable: { result: LoadNetworkResult; loadedAt: number } | undefined;
   /** Bumped by every change seen: a load that began before a change is not kept, nor joined. */
   private generation = 0;
-  private inFlight: { generation: number; result: Promise<LoadNetworkResult> } | undefined;
+  /** Loads under way, keyed by the generation each began in. */
+  private readonly loads = new SingleFlight<LoadNetworkResult>();
   private readonly watch = new DirWatch(() => {
     this.generation++;
     this.usable = undefined;
@@ -61,14 +63,8 @@ export class NetworkCache {
     if (this.usable && this.now() - this.usable.loadedAt < REVALIDATE_MS) {
       return Promise.resolve(this.usable.result);
     }
-    if (this.inFlight?.generation !== this.generation) {
-      const generation = this.generation;
-      const result = this.read(generation).finally(() => {
-        if (this.inFlight?.generation === generation) this.inFlight = undefined;
-      });
-      this.inFlight = { generation, result };
-    }
-    return this.inFlight.result;
+    const generation = this.generation;
+    return this.loads.run(String(generation), () => this.read(generation));
   }
 
   close(): void {

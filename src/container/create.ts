@@ -8,7 +8,7 @@ import { newContainer, type ContainerSpec } from '../model/container.js';
 import type { Sandbox } from '../model/sandbox.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import { Steps } from '../operation/steps.js';
-import { allSettledOrThrow } from '../settle.js';
+import { allSettledOrThrow } from '../kit/settle.js';
 import { findSandbox } from '../sandbox/lookup.js';
 import { nowNanos } from '../time.js';
 import type { ContainerServiceDeps } from './context.js';

@@ -6,7 +6,7 @@ import { listRootfsDirs } from '../imagestore/rootfs.js';
 import type { Logger } from '../log.js';
 import type { LifecycleEvents } from '../events/lifecycle.js';
 import type { Container } from '../model/container.js';
-import { inPool } from '../operation/pool.js';
+import { inPool } from '../kit/pool.js';
 import type { ExitWatcher, RuntimeHandlers } from '../runtime/index.js';
 import type { Store } from '../store/index.js';
 import { runtimeOf } from './context.js';

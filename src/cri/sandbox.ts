@@ -173,11 +173,6 @@ const IPC_SYSCTLS = new Set([
 ]);
 const UTS_SYSCTLS = new Set(['kernel.domainname', 'kernel.hostname']);
 
-/**
- * Only sysctls of a namespace the pod has of its own may be set, as runc checks them: anything
- * else would change the node (kernel.sysrq) and runc refuses it. Refused here, naming the sysctl,
- * rather than as an UNKNOWN failure of the infra container.
- */
 /** More than any pod declares; each mapping becomes iptables rules on the node. */
 const MAX_PORT_MAPPINGS = 1024;
 
@@ -187,6 +182,11 @@ function toPortMappings(mappings: Received<'PortMapping'>[]): SandboxSpec['portM
   );
 }
 
+/**
+ * Only sysctls of a namespace the pod has of its own may be set, as runc checks them: anything
+ * else would change the node (kernel.sysrq) and runc refuses it. Refused here, naming the sysctl,
+ * rather than as an UNKNOWN failure of the infra container.
+ */
 function toSysctls(
   sysctls: Record<string, string>,
   namespaces: SandboxSpec['namespaces'],

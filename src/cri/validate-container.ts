@@ -77,10 +77,10 @@ export function relativeLogPath(field: string, value: string): string {
   return value;
 }
 
-/** cpuset list syntax as the kernel reads it: "0-3,8,10-11". */
 /** Linux builds for at most 8192 CPUs (NR_CPUS) and as many memory nodes; larger numbers are ERANGE. */
 const MAX_CPUSET_INDEX = 8191;
 
+/** cpuset list syntax as the kernel reads it: "0-3,8,10-11". */
 export function cpuset(field: string, value: string): string {
   if (value && !/^\d+(-\d+)?(,\d+(-\d+)?)*$/.test(value)) {
     throw new InvalidArgumentError(field, `"${value}" is not a cpuset list (e.g. "0-3,8")`);

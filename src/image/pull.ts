@@ -13,7 +13,9 @@ import { formatReference, type ImageReference } from '../registry/reference.js';
 import { RefusedEntryError, detectCompression, unpackLayer } from '../unpack/index.js';
 import { checkConfigSize, checkImageConfig, checkIndex, checkManifest } from './validate.js';
 import { ImageFormatError } from './errors.js';
-import { SingleFlight } from '../singleflight.js';
+import { inPool } from '../kit/pool.js';
+import { allSettledOrThrow } from '../kit/settle.js';
+import { SingleFlight } from '../kit/single-flight.js';
 import type { ImageConfig } from '../model/image.js';
 
 /** An image whose bytes are all verified, stored, unpacked and on disk, ready to be recorded. */
@@ -83,7 +85,7 @@ export class Puller {
     keep(top.digest, top.bytes);
 
     let manifestBytes = top.bytes;
-    let manifestMediaType = mediaTypeOf(top.bytes, top.mediaType);
+    let manifestMediaType = top.mediaType;
     if (INDEX_TYPES.has(manifestMediaType)) {
       const chosen = selectPlatform(checkIndex(parseJson<unknown>(top.bytes, 'image index')));
       const child = await registry.fetchManifestByDigest(ref, chosen.digest, auth, {
@@ -93,7 +95,7 @@ export class Puller {
       // Not stored: only the index is recorded (its digest is what kubelet pulls by), and a blob no
       // row refers to would be swept as garbage at the next start.
       manifestBytes = child.bytes;
-      manifestMediaType = mediaTypeOf(child.bytes, child.mediaType);
+      manifestMediaType = child.mediaType;
     }
     if (!MANIFEST_TYPES.has(manifestMediaType)) {
       throw new ImageFormatError(`unsupported manifest media type "${manifestMediaType}"`);
@@ -117,7 +119,9 @@ export class Puller {
       size: layer.size,
       mediaType: layer.mediaType,
     }));
-    await this.forEachLimited(layers, (layer) => this.ensureLayer(ref, layer, via, watch, auth, signal));
+    await inPool(layers, this.deps.layerConcurrency ?? 3, (layer) =>
+      this.ensureLayer(ref, layer, via, watch, auth, signal),
+    );
     // The caller records the image next: everything it relies on must be on disk first.
     await Promise.all(writes);
     await this.flush.flush();
@@ -220,12 +224,11 @@ export class Puller {
    */
   private async ingestAndUnpack(layer: ImageLayerRef, download: Readable, tmp: string): Promise<void> {
     const tap = new PassThrough({ highWaterMark: TAP_BUFFER_BYTES });
-    const [ingest, unpack] = await Promise.allSettled([
+    // The ingest's failure is named first: it names the blob.
+    await allSettledOrThrow([
       this.deps.content.ingest({ digest: layer.digest, size: layer.size }, download, tap),
       this.unpack(layer, tap, tmp),
     ]);
-    if (ingest.status === 'rejected') throw ingest.reason;
-    if (unpack.status === 'rejected') throw unpack.reason;
   }
 
   private async unpack(layer: ImageLayerRef, blob: Readable, tmp: string): Promise<void> {
@@ -245,20 +248,6 @@ export class Puller {
       );
     }
   }
-
-  private async forEachLimited<T>(items: T[], work: (item: T) => Promise<void>): Promise<void> {
-    const limit = this.deps.layerConcurrency ?? 3;
-    let next = 0;
-    const failures: unknown[] = [];
-    const worker = async (): Promise<void> => {
-      while (next < items.length && failures.length === 0) {
-        const item = items[next++] as T;
-        await work(item).catch((err: unknown) => failures.push(err));
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-    if (failures.length > 0) throw failures[0];
-  }
 }
 
 function parseJson<T>(bytes: Buffer, what: string): T {
@@ -267,15 +256,6 @@ function parseJson<T>(bytes: Buffer, what: string): T {
   } catch (err) {
     throw new ImageFormatError(`${what} is not valid JSON: ${(err as Error).message}`);
   }
-}
-
-/** Registries sometimes answer with a generic Content-Type; the document's own mediaType decides. */
-function mediaTypeOf(bytes: Buffer, header: string): string {
-  const doc = parseJson<{ mediaType?: string; manifests?: unknown; config?: unknown }>(bytes, 'manifest');
-  if (doc.mediaType) return doc.mediaType;
-  if (Array.isArray(doc.manifests)) return MEDIA_TYPES.ociIndex;
-  if (doc.config) return MEDIA_TYPES.ociManifest;
-  return header;
 }
 
 /**

@@ -9,7 +9,7 @@ import type { ImageRepo } from '../store/images.js';
 import type { PullSettings } from './puller-factory.js';
 import type { Puller } from './pull.js';
 import { formatReference, isDigest, parseReference, repoDigest, repoTag } from '../registry/reference.js';
-import { SingleFlight } from '../singleflight.js';
+import { SingleFlight } from '../kit/single-flight.js';
 import { imageUser } from './user.js';
 import { nowNanos } from '../time.js';
 

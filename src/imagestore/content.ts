@@ -120,6 +120,7 @@ export class ContentStore {
     } catch (err) {
       source.destroy();
       tap?.destroy(err instanceof Error ? err : undefined);
+      // A handle whose write failed may fail to close too; the partial file is removed either way.
       await file?.close().catch(() => undefined);
       await rm(partial, { force: true });
       throw err;

@@ -19,7 +19,7 @@ import { join, resolve } from 'node:path';
 
 import { AlreadyExistsError, InvalidArgumentError, NotFoundError } from '../errors.js';
 import { run } from '../exec.js';
-import { allSettledOrThrow } from '../settle.js';
+import { allSettledOrThrow } from '../kit/settle.js';
 import { canonicalPath, readMountInfo, topMount } from '../mounts/mountinfo.js';
 import { mountSyscall, unmountAll } from '../mounts/syscalls.js';
 import { RootfsError } from './errors.js';
@@ -134,6 +134,8 @@ export async function prepareRootfs(
     }
     return target;
   } catch (err) {
+    // CreateContainer's rootfs undo, registered before this call, removes again what stays; the
+    // mount's error is the one to report.
     await removeRootfs(containerId, rootDir).catch(() => undefined);
     throw err instanceof InvalidArgumentError ? err : new RootfsError(containerId, 'mount', err);
   }

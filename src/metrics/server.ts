@@ -10,7 +10,7 @@ import { errorMessage } from '../errors.js';
 import { ConnectionGuard, HTTP_SERVER_OPTIONS, refuse } from '../http/guard.js';
 import { isRefusal, parseTarget } from '../http/target.js';
 import type { Logger } from '../log.js';
-import { SingleFlight } from '../singleflight.js';
+import { SingleFlight } from '../kit/single-flight.js';
 
 export interface MetricsEndpoints {
   metrics(): Promise<string>;

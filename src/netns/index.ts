@@ -10,7 +10,8 @@ import { BerthError, InvalidArgumentError, AlreadyExistsError, errorMessage } fr
 import { run } from '../exec.js';
 import { canonicalPath, readMountInfo, topMount, type MountInfoEntry } from '../mounts/mountinfo.js';
 import { changePropagation, MountFlags, mountSyscall, unmountAll } from '../mounts/syscalls.js';
-import { allSettledOrThrow } from '../settle.js';
+import { allSettledOrThrow } from '../kit/settle.js';
+import { SingleFlight } from '../kit/single-flight.js';
 
 /** A namespace could not be created, mounted or unmounted. */
 export class NetnsError extends BerthError {
@@ -50,7 +51,7 @@ export async function isMounted(path: string): Promise<boolean> {
 /** As `ip netns` makes /run/netns: pins are for root, but listing them is not a secret. */
 export const NETNS_DIR_MODE = 0o755;
 
-const preparing = new Map<string, Promise<void>>();
+const preparing = new SingleFlight<void>();
 
 /**
  * Makes `dir` a shared mount point, as `ip netns add` does for /run/netns: pins made later inside
@@ -59,11 +60,7 @@ const preparing = new Map<string, Promise<void>>();
  * calls for the same dir share one attempt so the dir is not bound on itself twice.
  */
 export function prepareNetnsDir(dir: string): Promise<void> {
-  const pending = preparing.get(dir);
-  if (pending) return pending;
-  const attempt = doPrepareNetnsDir(dir).finally(() => preparing.delete(dir));
-  preparing.set(dir, attempt);
-  return attempt;
+  return preparing.run(dir, () => doPrepareNetnsDir(dir));
 }
 
 async function doPrepareNetnsDir(dir: string): Promise<void> {
@@ -169,6 +166,8 @@ export async function createPinnedNamespaces(request: NamespacePinRequest, timeo
       throw new Error(`unshare succeeded but nothing is mounted at ${missing.join(', ')}`);
     }
   } catch (err) {
+    // RunPodSandbox's undos, registered before this call, remove again what stays; this error is
+    // the one to report.
     for (const path of made) await removePin(path).catch(() => undefined);
     if (err instanceof AlreadyExistsError || err instanceof NetnsError) throw err;
     throw new NetnsError(made.join(', '), 'create namespaces', err);

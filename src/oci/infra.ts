@@ -7,6 +7,7 @@ import { access, chmod, copyFile, mkdir, readdir, rename, rm } from 'node:fs/pro
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { FailedPreconditionError } from '../errors.js';
+import { SingleFlight } from '../kit/single-flight.js';
 import { hasInterpreter } from './elf.js';
 import { defaultSeccompProfile } from './seccomp.js';
 import { OCI_VERSION, type LinuxCapabilities, type LinuxNamespace, type Mount, type Spec } from './spec.js';
@@ -16,7 +17,7 @@ export const CATATONIT_PATHS: readonly string[] = ['/usr/bin/catatonit', '/usr/l
 
 const ROOTFS_DIRS = ['proc', 'dev', 'sys', 'etc', 'tmp'];
 
-const ensuring = new Map<string, Promise<string>>();
+const ensuring = new SingleFlight<string>();
 
 /**
  * Returns `${rootDir}/infra/rootfs`, creating it first if needed: catatonit plus the empty mount
@@ -25,11 +26,7 @@ const ensuring = new Map<string, Promise<string>>();
  * process share one build.
  */
 export function ensureInfraRootfs(rootDir: string, candidates = CATATONIT_PATHS): Promise<string> {
-  const pending = ensuring.get(rootDir);
-  if (pending) return pending;
-  const attempt = buildInfraRootfs(rootDir, candidates).finally(() => ensuring.delete(rootDir));
-  ensuring.set(rootDir, attempt);
-  return attempt;
+  return ensuring.run(rootDir, () => buildInfraRootfs(rootDir, candidates));
 }
 
 async function buildInfraRootfs(rootDir: string, candidates: readonly string[]): Promise<string> {

@@ -4,6 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { errorMessage } from '../errors.js';
+import { SingleFlight } from '../kit/single-flight.js';
 import { RegistryAuthError, RegistryError } from './errors.js';
 import { drain, readBody, type HttpTransport } from './http.js';
 import type { RegistryCredentials } from './types.js';
@@ -132,7 +133,7 @@ export interface TokenRequest {
  */
 export class TokenSource {
   private readonly cache = new Map<string, CachedToken>();
-  private readonly inflight = new Map<string, Promise<CachedToken>>();
+  private readonly inflight = new SingleFlight<CachedToken>();
 
   constructor(
     private readonly transport: HttpTransport,
@@ -150,17 +151,12 @@ export class TokenSource {
 
     // Layers are fetched in parallel: let them share one token request instead of racing. It
     // takes no abort signal, so one pull giving up cannot fail another's; timeoutMs bounds it.
-    let pending = this.inflight.get(key);
-    if (!pending) {
-      pending = this.fetch(realm, service, scope, req)
-        .then((fetched) => {
-          this.remember(key, fetched);
-          return fetched;
-        })
-        .finally(() => this.inflight.delete(key));
-      this.inflight.set(key, pending);
-    }
-    return (await pending).token;
+    const fetched = await this.inflight.run(key, async () => {
+      const token = await this.fetch(realm, service, scope, req);
+      this.remember(key, token);
+      return token;
+    });
+    return fetched.token;
   }
 
   /** Drops a token the registry refused, so the next request fetches a fresh one. */

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { BerthError, errorMessage } from '../errors.js';
 import { formatReference, isDigest, referenceName, type ImageReference } from './reference.js';
-import { MEDIA_TYPES, type Descriptor } from './manifest.js';
+import { MANIFEST_MEDIA_TYPES, manifestMediaType, type Descriptor } from './manifest.js';
 import type { Logger } from '../log.js';
 import {
   basicHeader,
@@ -67,14 +67,6 @@ export interface FetchedBlob {
   /** Content-Length when the server sent one (already checked against descriptor.size). */
   size: number | null;
 }
-
-/** What the client asks for and accepts as a manifest. */
-export const MANIFEST_MEDIA_TYPES: readonly string[] = [
-  MEDIA_TYPES.ociManifest,
-  MEDIA_TYPES.ociIndex,
-  MEDIA_TYPES.dockerManifest,
-  MEDIA_TYPES.dockerManifestList,
-];
 
 /** containerd's limit: a manifest is metadata, and anything bigger is an attack or a mistake. */
 const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
@@ -423,40 +415,6 @@ function contentLength(res: HttpResponse): number | null {
   if (value === undefined) return null;
   const n = Number(value);
   return Number.isSafeInteger(n) && n >= 0 ? n : null;
-}
-
-/**
- * The manifest's media type: its own `mediaType` field (covered by the digest), else the
- * Content-Type header, else what its shape says. Schema 1 and anything else is refused.
- */
-function manifestMediaType(
-  bytes: Buffer,
-  contentType: string | undefined,
-  what: string,
-  endpoint: string,
-): string {
-  let doc: unknown;
-  try {
-    doc = JSON.parse(bytes.toString('utf8'));
-  } catch (err) {
-    throw new RegistryError(`${what}: manifest from ${endpoint} is not JSON: ${errorMessage(err)}`, endpoint);
-  }
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) {
-    throw new RegistryError(`${what}: manifest from ${endpoint} is not a JSON object`, endpoint);
-  }
-  const fields = doc as Record<string, unknown>;
-  const header = contentType?.split(';')[0]?.trim().toLowerCase();
-  const declared = typeof fields.mediaType === 'string' ? fields.mediaType : header;
-  if (declared !== undefined && MANIFEST_MEDIA_TYPES.includes(declared)) return declared;
-  if (fields.schemaVersion === 1) {
-    throw new RegistryError(
-      `${what}: Docker schema 1 manifests are not supported; push the image again`,
-      endpoint,
-    );
-  }
-  if (Array.isArray(fields.manifests)) return MEDIA_TYPES.ociIndex;
-  if (typeof fields.config === 'object' && Array.isArray(fields.layers)) return MEDIA_TYPES.ociManifest;
-  throw new RegistryError(`${what}: unsupported manifest media type "${declared ?? 'none'}"`, endpoint);
 }
 
 /** The registry's JSON error list ({"errors":[{"code","message"}]}) as text, else the body's start. */

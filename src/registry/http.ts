@@ -37,6 +37,13 @@ export interface HttpResponse {
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
+/**
+ * Credentials meant for one origin, dropped on a redirect to another, as undici (global fetch)
+ * drops them: presigned storage URLs carry their own authorization and reject ours, and no other
+ * origin may see them.
+ */
+const ORIGIN_CREDENTIALS = new Set(['authorization', 'proxy-authorization', 'cookie']);
+
 /** Keep-alive connection pools; one per TLS policy so a skip-verify socket never serves a verified request. */
 export class HttpTransport {
   private readonly httpAgent = new http.Agent({ keepAlive: true });
@@ -66,10 +73,9 @@ export class HttpTransport {
       if (next.protocol !== 'http:' && next.protocol !== 'https:') {
         throw new RegistryError(`redirect to unsupported URL ${next.protocol}//${next.host}`, origin, status);
       }
-      // Presigned storage URLs carry their own authorization and reject ours; never leak it elsewhere.
       if (next.origin !== url.origin) {
         headers = Object.fromEntries(
-          Object.entries(headers).filter(([k]) => k.toLowerCase() !== 'authorization'),
+          Object.entries(headers).filter(([k]) => !ORIGIN_CREDENTIALS.has(k.toLowerCase())),
         );
       }
       if (status === 303 && method === 'POST') {

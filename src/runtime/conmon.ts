@@ -37,8 +37,9 @@ import { START_PIPE_FD, awaitSyncMessage, conmonEnv, exitCodeOf, type SyncOutcom
 import { CREATE_LOG, readLoggedErrors, type Runc } from './runc.js';
 import { isRunning, killQuietly, parentPid, readPidFile, waitForExit } from '../process/index.js';
 import { checkSpawned } from '../process/spawn.js';
-import { allSettledOrThrow } from '../settle.js';
 import type { MonitorCgroup } from '../cgroups/monitor.js';
+import { beforeDeadline } from '../kit/deadline.js';
+import { allSettledOrThrow } from '../kit/settle.js';
 import { MONITOR_ID_PATTERN } from './exits.js';
 import { checkLogPath, prepareLogPath } from './logs.js';
 import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
@@ -158,7 +159,9 @@ export class Conmon {
       ]);
       out = await opened;
     } catch (err) {
+      // The open may be what failed: then there is nothing to close.
       await opened.then((file) => file.close()).catch(() => undefined);
+      // The monitor step's undo removes them again; the create's error is the one to report.
       await this.removeMonitorFiles(req.id).catch(() => undefined);
       throw err;
     }
@@ -184,7 +187,8 @@ export class Conmon {
       parentExit = exitCodeOf(child);
       sync = awaitSyncMessage(child, this.opts.timeoutMs);
     } catch (err) {
-      // Out of file descriptors: no conmon ran, so only the files made above are left to go.
+      // Out of file descriptors: no conmon ran, so only the files made above are left to go (and
+      // the monitor step's undo removes them again if this fails).
       await this.removeMonitorFiles(req.id).catch(() => undefined);
       throw err;
     } finally {
@@ -206,7 +210,7 @@ export class Conmon {
     }
     if (outcome.kind === 'closed' || outcome.message.data <= 0) {
       const relayed = outcome.kind === 'message' ? (outcome.message.message ?? '') : '';
-      const code = await withDeadline(parentExit, remaining(started, this.opts.timeoutMs));
+      const code = await beforeDeadline(parentExit, remaining(started, this.opts.timeoutMs), null);
       const fallback =
         code !== null && code !== 0
           ? `conmon exited with code ${code}`
@@ -216,7 +220,7 @@ export class Conmon {
 
     const pid = outcome.message.data;
     // The first conmon writes the daemon's pid file, then exits: once it has, the file is there.
-    const code = await withDeadline(parentExit, remaining(started, this.opts.timeoutMs));
+    const code = await beforeDeadline(parentExit, remaining(started, this.opts.timeoutMs), null);
     const monitorPid = code === 0 ? ((await readPidFile(join(req.bundleDir, MONITOR_PID_FILE))) ?? 0) : 0;
     if (monitorPid <= 0) {
       const how = code === null ? 'did not exit in time' : `exited with code ${code}`;
@@ -396,19 +400,6 @@ function validate(req: MonitorCreateRequest): void {
     throw new InvalidArgumentError('bundleDir', `"${req.bundleDir}" is not absolute`);
   }
   if (req.logPath !== '') checkLogPath(req.logPath);
-}
-
-/** `promise`'s value, or null when it has not settled within `ms`. */
-async function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T | null> {
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<null>((resolve) => {
-    timer = setTimeout(() => resolve(null), ms);
-  });
-  try {
-    return await Promise.race([promise, expired]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 function remaining(startedMs: number, timeoutMs: number): number {

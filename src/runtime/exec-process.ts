@@ -128,6 +128,7 @@ export async function runcVerdict(
     return { exitCode: 127, message };
   }
   if (new RegExp(`${RUNC_EXEC_NAME}permission denied`).test(message)) return { exitCode: 126, message };
+  // Only to name the cause: when runc cannot say, the logged reason is reported as it is.
   const st = await runc.state(id).catch(() => undefined);
   if (st === null || (st !== undefined && st.status !== 'running')) {
     throw new FailedPreconditionError(

@@ -71,6 +71,8 @@ export class Runc {
       const args = ['--log', logPath, '--log-format', 'json', 'create', '--bundle', bundleDir];
       await this.exec([...args, '--pid-file', pidFile, id], 'ignore');
     } catch (err) {
+      // The step's undo, registered before this call, deletes again; the create's error is the one
+      // to report.
       await this.delete(id, { force: true }).catch(() => undefined);
       throw await withLoggedReason(err, logPath);
     }
@@ -164,6 +166,7 @@ export class Runc {
       await this.exec(['update', '--resources', '-', id], undefined, JSON.stringify(resources));
     } catch (err) {
       if (isNotExist(err)) throw new NotFoundError('container', id);
+      // Only to name the cause: when runc cannot say, the update's own error is reported.
       const st = await this.state(id).catch(() => undefined);
       if (st === null) throw new NotFoundError('container', id);
       if (st?.status === 'stopped' && err instanceof ExecError) {

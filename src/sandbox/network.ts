@@ -3,6 +3,7 @@ import type { CniAttachment, CniNetworkList, PortMappingCap } from '../cni/types
 import { BerthError, errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Sandbox, SandboxSpec, StoredNetworking } from '../model/sandbox.js';
+import { allSettledOrThrow } from '../kit/settle.js';
 import { isPinned } from '../netns/index.js';
 import type { NetworkUp } from '../store/index.js';
 
@@ -55,14 +56,11 @@ export async function attach(
 ): Promise<NetworkUp> {
   // loopback and the pod network touch different interfaces, so they are added side by side; both
   // settle before a failure is reported, so the caller's DEL never races an ADD still running.
-  const outcomes = await Promise.allSettled(
+  const results = await allSettledOrThrow(
     stored.networks.map((network, i) =>
       cni.add(network, stored.attachment, { beforePlugin: (plugin) => pluginStarting(i, plugin) }),
     ),
   );
-  const failure = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
-  if (failure) throw failure.reason;
-  const results = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
   const primary = results[results.length - 1];
   const { ip, additionalIps } = primary ? podIps(primary, POD_IFNAME) : { ip: '', additionalIps: [] };
   return { results, ip, additionalIps };

@@ -1,6 +1,5 @@
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Cni } from '../cni/index.js';
 import type { BerthConfig } from '../config/types.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -9,17 +8,17 @@ import { listNetns, mountedAmong, removeNetns } from '../netns/index.js';
 import { isRunning } from '../process/index.js';
 import type { Store } from '../store/index.js';
 import { removeSandboxDir } from './files.js';
-import { namespaceMounts } from './namespaces.js';
+import { namespaceMounts, NETNS_PREFIX } from './namespaces.js';
 import type { ContainerState, RuntimeHandler, RuntimeHandlers } from '../runtime/index.js';
-import { NETNS_PREFIX } from './service.js';
-import { SandboxTeardown } from './teardown.js';
+import type { SandboxTeardown } from './teardown.js';
 
 export interface RecoveryDeps {
   config: BerthConfig;
   store: Store;
-  cni: Cni;
   runtimes: RuntimeHandlers;
   logger: Logger;
+  /** The teardown RunPodSandbox's undos use: a rollback here is the same teardown. */
+  teardown: SandboxTeardown;
   /**
    * Repairs the containers' side once the sandboxes are settled, before orphans are swept: the
    * sweep must count every container row as known.
@@ -51,13 +50,7 @@ export interface RecoveryReport {
  * what a killed daemon left half done, and removes what berth made but no longer records.
  */
 export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
-  const { store, logger } = deps;
-  const teardown = new SandboxTeardown({
-    sandboxes: store.sandboxes,
-    cni: deps.cni,
-    runtimes: deps.runtimes,
-    logger,
-  });
+  const { store, logger, teardown } = deps;
   const rebooted = await detectReboot(deps.config.stateDir);
   const report: RecoveryReport = {
     rebooted,

@@ -22,19 +22,23 @@ import type { PodGate } from './gate.js';
 import { KeyedLock } from '../operation/lock.js';
 import { attach, attachmentFor, PodCidrs, storedNetworking } from './network.js';
 import type { RuntimeHandlers } from '../runtime/index.js';
-import { SandboxTeardown, networkMayBeAttached } from './teardown.js';
+import { networkMayBeAttached, type SandboxTeardown } from './teardown.js';
 import type { SandboxFilter, SandboxVerboseInfo, SandboxView } from './types.js';
 import { Steps, asStep } from '../operation/steps.js';
-import { allSettledOrThrow } from '../settle.js';
+import { allSettledOrThrow } from '../kit/settle.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import { matchesLabels } from '../operation/lookup.js';
 import { findSandbox } from './lookup.js';
-import { namespaceMounts, namespacePins, needsInfra, pinDir, podHostname } from './namespaces.js';
+import {
+  namespaceMounts,
+  namespacePins,
+  needsInfra,
+  NETNS_PREFIX,
+  pinDir,
+  podHostname,
+} from './namespaces.js';
 import { nowNanos } from '../time.js';
 import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
-
-/** Names of berth's netns pins start with this, so restart repair can tell ours from others'. */
-export const NETNS_PREFIX = 'berth-';
 
 /** The infra process should be the last thing the OOM killer picks in a pod. */
 const INFRA_OOM_SCORE_ADJ = -998;
@@ -59,6 +63,8 @@ export interface SandboxServiceDeps {
   pods: PodGate;
   /** Where runs, stops and removals are reported (GetContainerEvents). */
   events: LifecycleEvents;
+  /** The one teardown of what RunPodSandbox makes, shared with start-up repair. */
+  teardown: SandboxTeardown;
   /**
    * Test-only: RunPodSandbox stops before acting on the step of this name (after its journal entry
    * and undo are recorded) and waits forever, so a test can kill -9 the daemon mid-start.
@@ -80,12 +86,7 @@ export class SandboxService {
   constructor(private readonly deps: SandboxServiceDeps) {
     this.podCidrs = new PodCidrs(deps.logger);
     this.runtimeHandlers = deps.runtimes;
-    this.teardown = new SandboxTeardown({
-      sandboxes: deps.store.sandboxes,
-      cni: deps.cni,
-      runtimes: deps.runtimes,
-      logger: deps.logger,
-    });
+    this.teardown = deps.teardown;
   }
 
   /** Ready when a default CNI network loads from the conf dir and every plugin it runs is installed. */

@@ -168,6 +168,7 @@ export function servePortForwardWebSocket(
         await bridge(input, channels.writable(dataChannel), conn);
       } catch (err) {
         logger.debug({ pod: target.podSandboxId, port, err: errorMessage(err) }, 'port forward failed');
+        // Logged just above; telling the client fails only when it has gone already.
         await channels
           .send(
             errorChannel,

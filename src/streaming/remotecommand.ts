@@ -170,6 +170,7 @@ export function webSocketSession(ws: WebSocket, protocol: string, opts: SessionO
   };
   // kubelet announces an established session with an empty message on the first output channel.
   const first = opts.stdout ? CHANNEL.stdout : opts.stderr ? CHANNEL.stderr : CHANNEL.error;
+  // Fails only when the client has gone already; the session then ends through the closed socket.
   channels.send(first, Buffer.alloc(0)).catch(() => undefined);
   return {
     io,
@@ -177,6 +178,7 @@ export function webSocketSession(ws: WebSocket, protocol: string, opts: SessionO
       finished = true;
       await Promise.all([endWritable(io.stdout), endWritable(io.stderr)]);
       const bytes = encodeStatus(status, jsonStatus);
+      // Fails only when the client has gone already: nobody is left to tell how the command ended.
       if (bytes.length > 0) await channels.send(CHANNEL.error, bytes).catch(() => undefined);
       ws.close(1000);
     },

@@ -19,6 +19,7 @@ import type { Duplex } from 'node:stream';
 import type { WebSocket } from 'ws';
 import { parseHostPort } from '../address.js';
 import { errorMessage } from '../errors.js';
+import { beforeDeadline } from '../kit/deadline.js';
 import { ConnectionGuard, HTTP_SERVER_OPTIONS, reasonPhrase, refuse } from '../http/guard.js';
 import { isRefusal, parseTarget } from '../http/target.js';
 import type { Logger } from '../log.js';
@@ -157,8 +158,9 @@ export class StreamingServer {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.guard.destroyAll();
     this.tokens.clear();
-    const settled = Promise.allSettled([...this.sessions]);
-    await Promise.race([settled, new Promise((r) => setTimeout(r, SESSION_CLOSE_WAIT_MS).unref())]);
+    await beforeDeadline(Promise.allSettled([...this.sessions]), SESSION_CLOSE_WAIT_MS, undefined, {
+      ref: false,
+    });
     await closed;
   }
 

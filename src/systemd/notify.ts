@@ -9,7 +9,7 @@
  */
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
-import { settledWithin } from '../shutdown.js';
+import { settledWithin } from '../kit/deadline.js';
 
 const NOTIFY_SOCKET = 'NOTIFY_SOCKET';
 const SEND_TIMEOUT_MS = 2_000;

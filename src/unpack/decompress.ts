@@ -1,7 +1,7 @@
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { pipeline, type Readable, type Writable } from 'node:stream';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { createGunzip } from 'node:zlib';
+import { beforeDeadline } from '../kit/deadline.js';
 import { checkSpawned } from '../process/spawn.js';
 import { UnpackError } from './errors.js';
 
@@ -157,7 +157,7 @@ function zstd(source: Readable): Decompressor {
     },
     abort: async (reason) => {
       // A zstd that closed its output is exiting on its own (truncated input, say): let it tell why.
-      if (outputEnded) await Promise.race([exited, sleep(ZSTD_EXIT_GRACE_MS, undefined, { ref: false })]);
+      if (outputEnded) await beforeDeadline(exited, ZSTD_EXIT_GRACE_MS, undefined, { ref: false });
       // A source error whose pipeline callback has not run yet is still the source's own failure.
       if (source.errored) sourceError ??= source.errored;
       aborting = true;

@@ -1,5 +1,7 @@
 /** berthd's own log (pino JSON lines on its stderr) as tests read it. */
 import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { pino, type Level, type Logger } from 'pino';
 import type { TestDaemon } from './daemon.js';
 import { waitFor } from './wait.js';
 
@@ -42,4 +44,16 @@ export async function startAndLog(
   await d.start(env);
   await waitFor(async () => d.output.includes('"serving CRI"', mark), 30_000);
   return { log: parseLog(d.output.slice(mark)), at };
+}
+
+/** A logger for a unit test, whose lines (parsed) the test reads back. */
+export function capturingLogger(level: Level = 'debug'): { logger: Logger; lines: LogEntry[] } {
+  const lines: LogEntry[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      lines.push(JSON.parse(chunk.toString('utf8')) as LogEntry);
+      done();
+    },
+  });
+  return { logger: pino({ level }, sink), lines };
 }

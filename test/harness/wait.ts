@@ -20,3 +20,10 @@ export async function waitFor(
     await new Promise((resolve) => setTimeout(resolve, pollMs));
   }
 }
+
+/** A promise the test resolves itself: holds work at a point of the test's choosing. */
+export function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}

@@ -3,12 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { FailedPreconditionError } from '../../src/errors.js';
 import { PodGate } from '../../src/sandbox/gate.js';
-
-function deferred(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  return { promise, resolve };
-}
+import { deferred } from '../harness/wait.js';
 
 describe('PodGate', () => {
   it('a close waits for the container operations already inside', async () => {

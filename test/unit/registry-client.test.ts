@@ -272,6 +272,20 @@ describe('RegistryClient: manifests and blobs', () => {
     await assert.rejects(c.fetchManifest(parseReference(`${reg.host}/a/b:v1`)), /schema 1/);
   });
 
+  it('refuses a manifest whose own media type is unsupported, whatever its shape and header', async () => {
+    const reg = await server();
+    const odd = Buffer.from(
+      JSON.stringify({ ...(JSON.parse(MANIFEST.toString()) as object), mediaType: 'application/x-odd' }),
+    );
+    reg.handler = registry({ manifests: { 'a/b:odd': { bytes: odd, type: MEDIA_TYPES.ociManifest } } });
+    await assert.rejects(
+      client().fetchManifest(parseReference(`${reg.host}/a/b:odd`)),
+      (err: unknown) =>
+        err instanceof RegistryError &&
+        /unsupported manifest media type "application\/x-odd"/.test(err.message),
+    );
+  });
+
   it('refuses an oversized manifest', async () => {
     const reg = await server();
     reg.handler = registry({ manifests: { 'a/b:big': { bytes: Buffer.alloc(5 * 1024 * 1024, 0x20) } } });

@@ -1,24 +1,12 @@
 import assert from 'node:assert/strict';
-import { PassThrough, Writable, type Readable } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, it } from 'node:test';
-import { pino } from 'pino';
 import { PullStalledError } from '../../src/registry/errors.js';
 import { TransferWatch } from '../../src/registry/progress.js';
+import { capturingLogger } from '../harness/log.js';
 
 const BLOB = { digest: `sha256:${'ab'.repeat(32)}`, size: 10_000 };
-
-/** A logger whose lines the test reads back. */
-function capturingLogger(): { logger: pino.Logger; lines: Record<string, unknown>[] } {
-  const lines: Record<string, unknown>[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      lines.push(JSON.parse(chunk.toString('utf8')) as Record<string, unknown>);
-      done();
-    },
-  });
-  return { logger: pino({ level: 'info' }, sink), lines };
-}
 
 async function readAll(stream: Readable): Promise<number> {
   let bytes = 0;
@@ -28,7 +16,7 @@ async function readAll(stream: Readable): Promise<number> {
 
 describe('TransferWatch', () => {
   it('logs the progress of a download still running, and passes its bytes through', async () => {
-    const { logger, lines } = capturingLogger();
+    const { logger, lines } = capturingLogger('info');
     const watch = new TransferWatch({
       image: 'r.test/app:1',
       stallTimeoutMs: 0,
@@ -53,7 +41,7 @@ describe('TransferWatch', () => {
   });
 
   it('cancels a download that receives nothing for the stall timeout', async () => {
-    const { logger } = capturingLogger();
+    const { logger } = capturingLogger('info');
     const watch = new TransferWatch({ image: 'r.test/app:1', stallTimeoutMs: 80, logger });
     const source = new PassThrough();
     const read = readAll(watch.track(source, BLOB));
@@ -68,7 +56,7 @@ describe('TransferWatch', () => {
   });
 
   it('keeps a download that moves, however long it takes in total', async () => {
-    const { logger } = capturingLogger();
+    const { logger } = capturingLogger('info');
     // 480 ms in total, more than the stall timeout, but data every 30 ms: room for a busy machine
     // to run the writer late.
     const watch = new TransferWatch({ image: 'r.test/app:1', stallTimeoutMs: 300, logger });

@@ -1,3 +1,10 @@
+/** One shared run of the work, and how many callers still wait for it. */
+interface Flight<T> {
+  promise: Promise<T>;
+  controller: AbortController;
+  waiting: number;
+}
+
 /**
  * Concurrent callers with the same key share one run of the work: two pulls of an image (or of
  * two images sharing a layer) download and unpack it once; scrapes that arrive together share
@@ -7,12 +14,6 @@
  * shared work goes on for the others, and is aborted only when every caller waiting on it has
  * gone (a caller without a signal never goes). A caller arriving after that starts afresh.
  */
-interface Flight<T> {
-  promise: Promise<T>;
-  controller: AbortController;
-  waiting: number;
-}
-
 export class SingleFlight<T> {
   private readonly inFlight = new Map<string, Flight<T>>();
 

@@ -1,33 +1,28 @@
 /** Shared work and callers who give up: the work stops only when nobody waits for it. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { SingleFlight } from '../../src/singleflight.js';
-
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const promise = new Promise<void>((r) => (open = r));
-  return { promise, open };
-}
+import { SingleFlight } from '../../src/kit/single-flight.js';
+import { deferred } from '../harness/wait.js';
 
 describe('SingleFlight', () => {
   it('callers of one key share one run', async () => {
     const flight = new SingleFlight<number>();
     let runs = 0;
-    const g = gate();
+    const g = deferred();
     const work = async (): Promise<number> => {
       runs++;
       await g.promise;
       return 42;
     };
     const both = Promise.all([flight.run('k', work), flight.run('k', work)]);
-    g.open();
+    g.resolve();
     assert.deepEqual(await both, [42, 42]);
     assert.equal(runs, 1);
   });
 
   it('a caller that gives up is answered at once; the others still get the result', async () => {
     const flight = new SingleFlight<string>();
-    const g = gate();
+    const g = deferred();
     let workSignal: AbortSignal | undefined;
     const work = async (signal: AbortSignal): Promise<string> => {
       workSignal = signal;
@@ -40,7 +35,7 @@ describe('SingleFlight', () => {
     leaving.abort(new Error('client cancelled'));
     await assert.rejects(a, /client cancelled/);
     assert.equal(workSignal?.aborted, false);
-    g.open();
+    g.resolve();
     assert.equal(await b, 'pulled');
   });
 
