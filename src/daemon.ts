@@ -113,6 +113,7 @@ export async function startDaemon(
     {
       binary: await findProgram(config.monitor),
       systemdCgroup: config.cgroupDriver === 'systemd',
+      kernelHasMountSetattr: host.idmappedMounts.mountSetattr,
       exitDir,
       persistDir,
       socketDir: join(config.stateDir, 'sockets'),

@@ -3,7 +3,6 @@
  * Each has its own runc binary and root, and the conmon that runs containers with them; a pod's
  * infra and its containers all run under the pod's handler. Each is opened once, at start-up.
  */
-import { release } from 'node:os';
 import { ConfigError } from '../config/error.js';
 import { FailedPreconditionError } from '../errors.js';
 import { findProgram } from '../exec.js';
@@ -58,12 +57,13 @@ export class RuntimeHandlers {
   }
 }
 
-/** Recursive read-only mounts need mount_setattr (Linux 5.12) and a runc that knows "rro". */
-export async function probeFeatures(runc: Runc): Promise<HandlerFeatures> {
-  const [major = 0, minor = 0] = release().split('.').map(Number);
-  const kernelHasRro = major > 5 || (major === 5 && minor >= 12);
+/**
+ * Recursive read-only mounts need mount_setattr(2) in the kernel (the host's probe says) and a
+ * runc that knows "rro".
+ */
+export async function probeFeatures(runc: Runc, kernelHasMountSetattr: boolean): Promise<HandlerFeatures> {
   return {
-    recursiveReadOnlyMounts: kernelHasRro && (await runc.mountOptions()).includes('rro'),
+    recursiveReadOnlyMounts: kernelHasMountSetattr && (await runc.mountOptions()).includes('rro'),
     // berth never sets up id-mapped user namespaces for pods.
     userNamespaces: false,
   };
@@ -79,6 +79,8 @@ export interface HandlerConfig {
 /** What every handler's runc and conmon share: the monitor and its dirs, the cgroup driver, the deadline. */
 export type SharedRuntimeConfig = Omit<ConmonOptions, 'runc'> & {
   systemdCgroup: boolean;
+  /** From the host's features, probed once: whether the kernel has mount_setattr(2). */
+  kernelHasMountSetattr: boolean;
   /** Parent of the per-exec temp dirs; emptied at start-up (resetExecDirs). */
   execDir: string;
 };
@@ -88,13 +90,19 @@ export async function openRuntimeHandlers(
   others: readonly HandlerConfig[],
   shared: SharedRuntimeConfig,
 ): Promise<RuntimeHandlers> {
-  const { systemdCgroup, execDir, ...monitor } = shared;
+  const { systemdCgroup, execDir, kernelHasMountSetattr, ...monitor } = shared;
   const open = async ({ name, binary, root }: HandlerConfig): Promise<RuntimeHandler> => {
     // Looked up now, so that a handler whose binary is missing fails the start, not a pod's run.
     const path = await findProgram(binary);
     const runc = new Runc({ binary: path, root, systemdCgroup, timeoutMs: shared.timeoutMs });
     const conmon = new Conmon({ ...monitor, runc });
-    return new RuncConmonHandler({ name, runc, conmon, features: await probeFeatures(runc), execDir });
+    return new RuncConmonHandler({
+      name,
+      runc,
+      conmon,
+      features: await probeFeatures(runc, kernelHasMountSetattr),
+      execDir,
+    });
   };
   const sharing = others.find((other) => other.root === defaultConfig.root);
   if (sharing) {

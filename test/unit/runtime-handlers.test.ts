@@ -5,10 +5,12 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { release, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MonitorCgroup } from '../../src/cgroups/monitor.js';
+import { probeFeatures } from '../../src/runtime/handlers.js';
 import { openRuntimeHandlers, type RuntimeHandlers } from '../../src/runtime/index.js';
+import { Runc } from '../../src/runtime/runc.js';
 
 let dir: string;
 let calls: string;
@@ -35,6 +37,7 @@ before(async () => {
     {
       binary: join(dir, 'no-conmon-is-run'),
       systemdCgroup: true,
+      kernelHasMountSetattr: true,
       exitDir: join(dir, 'exits'),
       socketDir: join(dir, 'sockets'),
       persistDir: join(dir, 'persist'),
@@ -70,17 +73,30 @@ test('the default handler also answers to ""; a pod of a handler no longer confi
   });
 });
 
-test('each handler probed its runc once: rro needs Linux 5.12 and a runc that names it', async () => {
-  const [major = 0, minor = 0] = release().split('.').map(Number);
-  const kernelHasRro = major > 5 || (major === 5 && minor >= 12);
+test('each handler probed its runc once: rro needs mount_setattr (the host probe says) and a runc that names it', async () => {
   for (const handler of handlers.all()) {
-    assert.deepEqual(handler.features, { recursiveReadOnlyMounts: kernelHasRro, userNamespaces: false });
+    assert.deepEqual(handler.features, { recursiveReadOnlyMounts: true, userNamespaces: false });
   }
   const probes = (await takeCalls()).filter((line) => line.endsWith(' features'));
   assert.deepEqual(probes.sort(), [
     `--root ${join(dir, 'root-default')} --systemd-cgroup features`,
     `--root ${join(dir, 'root-other')} --systemd-cgroup features`,
   ]);
+});
+
+test('no rro on a kernel without mount_setattr, whatever runc says', async () => {
+  const runc = new Runc({
+    binary: join(dir, 'fake-runc'),
+    root: join(dir, 'root-probe'),
+    systemdCgroup: false,
+    timeoutMs: 10_000,
+  });
+  assert.deepEqual(await probeFeatures(runc, false), {
+    recursiveReadOnlyMounts: false,
+    userNamespaces: false,
+  });
+  assert.deepEqual(await probeFeatures(runc, true), { recursiveReadOnlyMounts: true, userNamespaces: false });
+  await takeCalls();
 });
 
 test("a verb runs the handler's runc with the handler's root and flags", async () => {
