@@ -274,7 +274,12 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     });
     // kubelet shortens a grace by stopping again. The first stop's grace outlasts the hang bound:
     // only a stop that waits for the exit's record, not one that holds the container, returns in it.
-    const graceful = daemon.cri.call('StopContainer', { container_id: stubborn, timeout: LONG_GRACE_S });
+    // Bounded too, so that a stop that waits out its grace fails this test instead of hanging it.
+    const graceful = daemon.cri.call(
+      'StopContainer',
+      { container_id: stubborn, timeout: LONG_GRACE_S },
+      { deadlineMs: 2 * ANSWER_BOUND_MS },
+    );
     const settled = graceful.then(
       () => null,
       (err: unknown) => err,
@@ -282,9 +287,7 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     await waitFor(
       async () => (await execSync(daemon.cri, stubborn, ['test', '-e', '/signalled'])).exit_code === 0,
       10_000,
-      {
-        what: 'the first stop signal',
-      },
+      { what: 'the first stop signal' },
     );
     await daemon.cri.call(
       'StopContainer',

@@ -237,6 +237,17 @@ describe('GetContainerEvents', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
         containerConfig(`race${round}`, imageRef(), { command: ['/bin/sh', '-c', `${delay}exit 3`] }),
       );
       ids.push(id);
+      if (round % 4 === 3) {
+        // RemoveContainer of a running container kills it as a stop with no grace does. A stop
+        // that looks only once the removal is over finds no container.
+        await Promise.all([
+          d.cri
+            .call('StopContainer', { container_id: id, timeout: 1 })
+            .catch((err: ServiceError) => assert.equal(err.code, status.NOT_FOUND, err.message)),
+          d.cri.call('RemoveContainer', { container_id: id }),
+        ]);
+        continue;
+      }
       await Promise.all([
         d.cri.call('StopContainer', { container_id: id, timeout: 1 + (round % 2) }),
         d.cri.call('StopContainer', { container_id: id, timeout: 0 }),
