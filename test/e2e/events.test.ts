@@ -190,19 +190,7 @@ describe('GetContainerEvents', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
 
     // The reading subscriber got all four events of every container, each container's in order.
     // Workers finish out of order: the last container listed need not be the last one removed.
-    for (const id of containers) await reader.waitFor((e) => is(e, id, 'DELETED'), 60_000);
-    for (const id of containers) {
-      assert.deepEqual(
-        reader.received.filter((e) => e.container_id === id).map((e) => e.container_event_type),
-        [
-          'CONTAINER_CREATED_EVENT',
-          'CONTAINER_STARTED_EVENT',
-          'CONTAINER_STOPPED_EVENT',
-          'CONTAINER_DELETED_EVENT',
-        ],
-        `events of ${id}`,
-      );
-    }
+    await assertOneLifeEach(reader, containers, 60_000);
 
     // The other one, once it reads, gets what its transport held, then the error.
     const end = await stuck.readToEnd();
@@ -260,19 +248,7 @@ describe('GetContainerEvents', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     }
 
     // An exit recorded twice would come before its container's removal: the removal waits for it.
-    for (const id of ids) await stream.waitFor((e) => is(e, id, 'DELETED'));
-    for (const id of ids) {
-      assert.deepEqual(
-        stream.received.filter((e) => e.container_id === id).map((e) => e.container_event_type),
-        [
-          'CONTAINER_CREATED_EVENT',
-          'CONTAINER_STARTED_EVENT',
-          'CONTAINER_STOPPED_EVENT',
-          'CONTAINER_DELETED_EVENT',
-        ],
-        `events of ${id}`,
-      );
-    }
+    await assertOneLifeEach(stream, ids);
     const exits = parseLog(d.output.slice(logFrom)).filter((e) => e.msg === 'container exited');
     assert.deepEqual(exits.map((e) => e.container).sort(), [...ids].sort());
   });
@@ -457,6 +433,26 @@ class UnreadStream {
   close(): void {
     this.request.close();
     this.session.destroy();
+  }
+}
+
+/**
+ * Once each of `ids` is removed: `stream` got its created, started, stopped and deleted events,
+ * each once and in that order.
+ */
+async function assertOneLifeEach(stream: EventStream, ids: string[], timeoutMs?: number): Promise<void> {
+  for (const id of ids) await stream.waitFor((e) => is(e, id, 'DELETED'), timeoutMs);
+  for (const id of ids) {
+    assert.deepEqual(
+      stream.received.filter((e) => e.container_id === id).map((e) => e.container_event_type),
+      [
+        'CONTAINER_CREATED_EVENT',
+        'CONTAINER_STARTED_EVENT',
+        'CONTAINER_STOPPED_EVENT',
+        'CONTAINER_DELETED_EVENT',
+      ],
+      `events of ${id}`,
+    );
   }
 }
 
