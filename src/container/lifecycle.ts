@@ -180,7 +180,8 @@ export class ContainerLifecycle {
 
   /**
    * Stops every container of a pod, for StopPodSandbox: kubelet already gave them their grace.
-   * Called with the pod's gate closed: no create is under way, so none is CREATING.
+   * Called with the pod's gate closed: no create is under way, so none is CREATING. Returns once
+   * their exits are recorded and released, as StopContainer does.
    */
   async stopAllInSandbox(sandboxId: string): Promise<void> {
     await Promise.all(this.createdIn(sandboxId).map((container) => this.end(container.id, 0)));
