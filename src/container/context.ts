@@ -33,8 +33,9 @@ export interface ContainerServiceDeps {
 export interface ContainerContext {
   readonly deps: ContainerServiceDeps;
   /**
-   * One key per container: its exits, starts, stops, removes and updates never interleave, whichever
-   * part of the service they come through.
+   * One key per container: the recording of its exit, its start, a stop's signal, its removal and
+   * its updates never interleave, whichever part of the service they come through. A stop waits for
+   * the exit's record outside it, for the exit handler takes it to record.
    */
   readonly lock: KeyedLock;
 }

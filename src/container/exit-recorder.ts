@@ -3,7 +3,7 @@ import type { ExitRecord } from '../runtime/index.js';
 import { isRunning } from '../process/index.js';
 import { withCurrent, type ContainerContext } from './context.js';
 import { hasProcess } from './lookup.js';
-import { exitReason, recordExit, settleUnmonitored } from './settle.js';
+import { exitReason, releaseEnded, settleExit, settleKilled, settleUnmonitored } from './settle.js';
 import type { ContainerTeardown } from './teardown.js';
 
 /**
@@ -14,43 +14,99 @@ import type { ContainerTeardown } from './teardown.js';
 const MONITOR_SEEN_MS = 1_000;
 
 /**
- * How berthd learns, while it runs, that a container ended: conmon's exit files, and the containers
- * whose conmon died without writing one.
+ * The one owner of a container's exit while berthd runs: conmon's exit files reach it through the
+ * exit watcher, and it alone records an exit and lets go of what the container held, under the
+ * container's lock. StopContainer only signals, then waits here (endOf) for that record; the
+ * containers whose conmon died without an exit file are its business too.
  */
 export class ExitRecorder {
   /** When each container's monitor was last seen alive (performance.now()). */
   private readonly monitorSeenAt = new Map<string, number>();
+  /** By container: what its stops wait for, resolved once its end is recorded and released. */
+  private readonly ends = new Map<string, { ended: Promise<void>; resolve: () => void }>();
+  /** By container: how many stops are under way. */
+  private readonly stops = new Map<string, number>();
 
   constructor(
     private readonly ctx: ContainerContext,
     private readonly teardown: ContainerTeardown,
   ) {}
 
-  /** Exit files arrive from conmon; each is applied once, under the container's lock. */
+  /** Exit files arrive from conmon; each is settled under the container's lock. */
   onExit(record: ExitRecord): Promise<void> {
-    return this.ctx.lock.with(record.id, () => this.applyAndRelease(record));
+    return this.ctx.lock.with(record.id, () => this.settle(record));
   }
 
   /**
-   * Records an exit, then releases what the exited container no longer needs (teardown.ts's
-   * afterExit), so that RemoveContainer finds little left to do. Call under the container's lock.
+   * Marks a stop of `id` under way until the returned function is called. The monitor check leaves
+   * the container to it: the stop settles it once its wait is over (afterKill), for the SIGKILL it
+   * sent is what ended the process, which the check could only report as lost.
    */
-  async applyAndRelease(record: ExitRecord): Promise<void> {
-    this.apply(record);
-    const container = this.ctx.deps.store.containers.get(record.id);
-    if (container?.state !== 'EXITED') return;
-    await this.teardown.afterExit(container, this.ctx.deps.logger);
+  stopping(id: string): () => void {
+    this.stops.set(id, (this.stops.get(id) ?? 0) + 1);
+    return () => {
+      const left = (this.stops.get(id) ?? 1) - 1;
+      if (left > 0) this.stops.set(id, left);
+      else this.stops.delete(id);
+    };
   }
 
-  /** Records an exit once; later reports of the same exit change nothing. Call under the container's lock. */
-  apply(record: ExitRecord): void {
+  /**
+   * Resolves once the end of `id` is recorded and what it held is released. Call under the
+   * container's lock, before signalling it: the record, made under the same lock, cannot come in
+   * between. Concurrent stops of one container share the wait.
+   */
+  endOf(id: string): Promise<void> {
+    let end = this.ends.get(id);
+    if (!end) {
+      let resolve = (): void => {};
+      const ended = new Promise<void>((done) => (resolve = done));
+      end = { ended, resolve };
+      this.ends.set(id, end);
+    }
+    return end.ended;
+  }
+
+  /**
+   * For a stop that SIGKILLed `id` and waited for its end in vain: the exit file is read once more
+   * (its event may have been refused while the container was being created), and without one the
+   * exit is recorded from what StopContainer knows (settleKilled). Throws while the process still
+   * runs, leaving the container as it is.
+   */
+  afterKill(id: string): Promise<void> {
+    return this.ctx.lock.with(id, async () => {
+      const current = this.ctx.deps.store.containers.get(id);
+      if (!current || !hasProcess(current)) return this.release(id);
+      const exited = await this.ctx.deps.exits.read(id);
+      if (exited) return this.settle(exited);
+      await settleKilled(this.ctx.deps, current);
+      await this.release(id);
+    });
+  }
+
+  /** Records an exit once (later reports of it change nothing), then releases. Call under the container's lock. */
+  private async settle(record: ExitRecord): Promise<void> {
     this.monitorSeenAt.delete(record.id);
-    if (!recordExit(this.ctx.deps, record)) return;
-    const reason = exitReason(record);
-    this.ctx.deps.logger.info(
-      { container: record.id, exitCode: record.exitCode, reason },
-      'container exited',
-    );
+    const { recorded, ended } = await settleExit(this.ctx.deps, this.teardown, record);
+    if (recorded) {
+      const reason = exitReason(record);
+      this.ctx.deps.logger.info(
+        { container: record.id, exitCode: record.exitCode, reason },
+        'container exited',
+      );
+    }
+    if (ended) this.wake(record.id);
+  }
+
+  /** Releases `id` if it has ended (teardown.ts's afterExit). Call under the container's lock. */
+  private async release(id: string): Promise<void> {
+    if (await releaseEnded(this.ctx.deps, this.teardown, id)) this.wake(id);
+  }
+
+  /** `id` has ended and is released: its stops return. */
+  private wake(id: string): void {
+    this.ends.get(id)?.resolve();
+    this.ends.delete(id);
   }
 
   /**
@@ -83,9 +139,9 @@ export class ExitRecorder {
     }
     this.monitorSeenAt.delete(container.id);
     await withCurrent(this.ctx, container.id, async (current) => {
-      if (!hasProcess(current)) return;
+      if (!hasProcess(current) || this.stops.has(current.id)) return;
       const exited = await this.ctx.deps.exits.read(container.id);
-      if (exited) this.apply(exited);
+      if (exited) await this.settle(exited);
       else await settleUnmonitored(this.ctx.deps, current, { rebooted: false });
     });
   }

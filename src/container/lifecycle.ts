@@ -4,6 +4,7 @@ import type { Container, ContainerResources, ContainerSpec } from '../model/cont
 import { linuxResources } from '../oci/container.js';
 import { isRunning } from '../process/index.js';
 import { findSandbox } from '../sandbox/lookup.js';
+import { settledWithin } from '../kit/deadline.js';
 import { nowNanos } from '../time.js';
 import { runtimeOf, withCurrent, type ContainerContext } from './context.js';
 import { ContainerCreation } from './create.js';
@@ -23,6 +24,14 @@ import { timerMs } from './timer.js';
 const KILL_WAIT_MS = 10_000;
 /** Without a conmon nobody writes an exit file: look at the process itself soon. */
 const UNMONITORED_KILL_WAIT_MS = 1_000;
+
+/** What a stop signalled: the end it waits for, and whether a conmon is there to report it. */
+interface Signalled {
+  ended: Promise<void>;
+  /** The stop signal was sent, not SIGKILL: the wait is the grace. */
+  graced: boolean;
+  monitored: boolean;
+}
 
 /** Create, start, stop, remove, and the changes a running container takes (resources, log file). */
 export class ContainerLifecycle {
@@ -83,74 +92,85 @@ export class ContainerLifecycle {
 
   /**
    * Idempotent: stopping an exited container is a no-op. timeoutSeconds 0 kills at once. Returns
-   * once what the exited container no longer needs is released, as containerd's StopContainer
-   * returns once its task is deleted: RemoveContainer then only deletes.
+   * once the exit is recorded and what the exited container no longer needs is released, as
+   * containerd's StopContainer returns once its task is deleted: RemoveContainer then only deletes.
    */
   async stop(idOrPrefix: string, timeoutSeconds: number): Promise<void> {
     const found = findContainer(this.ctx.deps.store, idOrPrefix);
-    await this.ctx.lock.with(found.id, async () => {
-      await this.stopLocked(found.id, timeoutSeconds);
-      const stopped = this.ctx.deps.store.containers.get(found.id);
-      if (stopped?.state === 'EXITED') await this.teardown.afterExit(stopped, this.ctx.deps.logger);
-    });
-  }
-
-  private async stopLocked(id: string, timeoutSeconds: number): Promise<void> {
-    const { store, exits, logger, events } = this.ctx.deps;
-    const container = currentContainer(store, id);
-    if (container.state === 'EXITED' || container.state === 'CREATING') return;
-    const runtime = runtimeOf(this.ctx.deps, container);
-    const already = await exits.read(id);
-    if (already) {
-      this.recorder.apply(already);
-      return;
-    }
-    if (container.state === 'RUNNING' && timeoutSeconds > 0) {
-      await runtime.kill(id, this.stopSignal(container));
-      const exited = await exits.wait(id, timerMs(timeoutSeconds));
-      if (exited) {
-        this.recorder.apply(exited);
-        return;
-      }
-      logger.info({ container: id, timeoutSeconds }, 'stop timeout expired: SIGKILL');
-    }
-    await runtime.kill(id, 'SIGKILL', { all: true });
-    const monitored = container.monitorPid > 0 && (await isRunning(container.monitorPid));
-    const killed = await exits.wait(id, monitored ? KILL_WAIT_MS : UNMONITORED_KILL_WAIT_MS);
-    if (killed) {
-      this.recorder.apply(killed);
-      return;
-    }
-    // No exit file: its conmon is gone (killed, or lost in a crash). The process' fate is known,
-    // though: it was SIGKILLed; only the monitor's record of it is missing.
-    const state = await runtime.state(id);
-    const alive = state !== null && state.status !== 'stopped' && (await isRunning(state.pid));
-    if (alive) throw new StepError('stop', new Error(`container ${id} did not exit after SIGKILL`));
-    const exited = store.containers.markExited(id, {
-      exitCode: 137,
-      reason: 'Error',
-      message: 'killed by StopContainer; its monitor was gone, so the exit was not recorded by conmon',
-      finishedAt: nowNanos(),
-    });
-    events.publish(containerChange('STOPPED', exited));
+    await this.end(found.id, timeoutSeconds);
   }
 
   /**
-   * Idempotent: an unknown id is success. A running container is killed first. Returns once the
-   * record is gone; its files are deleted in the background (teardown.ts's remove).
+   * Signals container `id` and waits for its exit's one owner, the exit handler (ExitRecorder), to
+   * record the exit and release what it held; StopContainer itself records nothing. The lock is
+   * held only to signal, for the handler takes it to record. Each wait is bounded: the grace, then
+   * KILL_WAIT_MS after SIGKILL, after which the handler is asked to settle the exit from what is
+   * known (its conmon died), or the stop fails, the container still running and still RUNNING.
+   * Returns whether the container had a process to stop.
+   */
+  private async end(id: string, timeoutSeconds: number): Promise<boolean> {
+    const done = this.recorder.stopping(id);
+    try {
+      return await this.signalAndWait(id, timeoutSeconds);
+    } finally {
+      done();
+    }
+  }
+
+  private async signalAndWait(id: string, timeoutSeconds: number): Promise<boolean> {
+    let sent = await this.signal(id, timeoutSeconds > 0);
+    if (!sent) return false;
+    if (sent.graced) {
+      if (await settledWithin(sent.ended, timerMs(timeoutSeconds))) return true;
+      this.ctx.deps.logger.info({ container: id, timeoutSeconds }, 'stop timeout expired: SIGKILL');
+      sent = await this.signal(id, false);
+      if (!sent) return true;
+    }
+    if (await settledWithin(sent.ended, sent.monitored ? KILL_WAIT_MS : UNMONITORED_KILL_WAIT_MS))
+      return true;
+    await this.recorder.afterKill(id);
+    return true;
+  }
+
+  /**
+   * Under the container's lock: the image's stop signal when `graceful` and it runs, else SIGKILL
+   * to all its processes (a created container's init included). Null when it has no process.
+   */
+  private signal(id: string, graceful: boolean): Promise<Signalled | null> {
+    const { store, exits } = this.ctx.deps;
+    return this.ctx.lock.with(id, async () => {
+      const container = store.containers.get(id);
+      if (!container || !hasProcess(container)) return null;
+      const ended = this.recorder.endOf(id);
+      // Exited already: its handler is on the way, there is nothing left to signal.
+      if (await exits.read(id)) return { ended, graced: false, monitored: true };
+      const runtime = runtimeOf(this.ctx.deps, container);
+      if (graceful && container.state === 'RUNNING') {
+        await runtime.kill(id, this.stopSignal(container));
+        return { ended, graced: true, monitored: true };
+      }
+      await runtime.kill(id, 'SIGKILL', { all: true });
+      const monitored = container.monitorPid > 0 && (await isRunning(container.monitorPid));
+      return { ended, graced: false, monitored };
+    });
+  }
+
+  /**
+   * Idempotent: an unknown id is success. A running container is killed first, as StopContainer
+   * with no grace does. Returns once the record is gone; its files are deleted in the background
+   * (teardown.ts's remove).
    */
   async remove(idOrPrefix: string): Promise<void> {
     const { store, logger } = this.ctx.deps;
     const found = findContainerIfAny(store, idOrPrefix);
     if (!found) return;
+    const killed = await this.end(found.id, 0);
     await withCurrent(this.ctx, found.id, async (container) => {
-      const running = hasProcess(container);
-      if (running) await this.stopLocked(container.id, 0);
-      await this.teardown.remove(
-        running ? currentContainer(store, container.id) : container,
-        running,
-        logger,
-      );
+      // Only a create finishing between the two looks gives it a process again.
+      if (hasProcess(container)) {
+        throw new FailedPreconditionError(`container ${container.id} was created during its removal`);
+      }
+      await this.teardown.remove(container, killed, logger);
       // As containerd: sent once the container is gone, so the pod's statuses no longer list it.
       this.ctx.deps.events.publish(containerChange('DELETED', container));
       logger.info({ container: container.id }, 'container removed');
@@ -159,15 +179,11 @@ export class ContainerLifecycle {
 
   /**
    * Stops every container of a pod, for StopPodSandbox: kubelet already gave them their grace.
-   * Called with the pod's gate closed: no create is under way, so none is CREATING.
+   * Called with the pod's gate closed: no create is under way, so none is CREATING. Returns once
+   * their exits are recorded and released, as StopContainer does.
    */
   async stopAllInSandbox(sandboxId: string): Promise<void> {
-    // Their exits are released in the background (ExitRecorder.onExit): the pod's stop need not wait.
-    await Promise.all(
-      this.createdIn(sandboxId).map((container) =>
-        withCurrent(this.ctx, container.id, (current) => this.stopLocked(current.id, 0)),
-      ),
-    );
+    await Promise.all(this.createdIn(sandboxId).map((container) => this.end(container.id, 0)));
   }
 
   /** Returns once their files are gone too, also those of containers removed before: the pod's go next. */

@@ -10,7 +10,7 @@ import { inPool } from '../kit/pool.js';
 import type { ExitWatcher, RuntimeHandlers } from '../runtime/index.js';
 import type { Store } from '../store/index.js';
 import { runtimeOf } from './context.js';
-import { recordExit, settleUnmonitored } from './settle.js';
+import { settleExit, settleUnmonitored } from './settle.js';
 import { ContainerTeardown } from './teardown.js';
 
 /**
@@ -69,7 +69,7 @@ export async function recoverContainers(deps: ContainerRecoveryDeps): Promise<Co
           { container: container.id, step: container.step },
           'rolled back a CreateContainer interrupted by a daemon exit',
         );
-      } else if (container.state !== 'EXITED') await reconcile(deps, container, report);
+      } else if (container.state !== 'EXITED') await reconcile(deps, teardown, container, report);
       else if (deps.rebooted) await runtimeOf(deps, container).delete(container.id, { force: true });
     } catch (err) {
       logger.error({ container: container.id, err: errorMessage(err) }, 'container repair failed');
@@ -79,11 +79,17 @@ export async function recoverContainers(deps: ContainerRecoveryDeps): Promise<Co
   return report;
 }
 
-async function reconcile(deps: ContainerRecoveryDeps, container: Container, report: ContainerRecoveryReport) {
+async function reconcile(
+  deps: ContainerRecoveryDeps,
+  teardown: ContainerTeardown,
+  container: Container,
+  report: ContainerRecoveryReport,
+) {
   const { exits, logger, rebooted } = deps;
   const exited = await exits.read(container.id);
   if (exited) {
-    recordExit(deps, exited);
+    // The same owner as while berthd runs: recorded, and what the container held released.
+    await settleExit(deps, teardown, exited);
     report.exitedWhileDown.push(container.id);
     logger.info(
       { container: container.id, exitCode: exited.exitCode },

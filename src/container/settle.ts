@@ -3,6 +3,7 @@
  * exit record, or by the one rule for a container whose conmon is gone without an exit file
  * (conmon killed, berthd crashed around it, a reboot).
  */
+import { StepError } from '../errors.js';
 import { containerChange } from '../events/lifecycle.js';
 import type { Logger } from '../log.js';
 import type { Container } from '../model/container.js';
@@ -10,6 +11,7 @@ import type { ExitRecord } from '../runtime/index.js';
 import { isRunning } from '../process/index.js';
 import { nowNanos } from '../time.js';
 import { runtimeOf, type ContainerServiceDeps } from './context.js';
+import type { ContainerTeardown } from './teardown.js';
 
 export interface LostDeps extends Pick<ContainerServiceDeps, 'store' | 'runtimes' | 'events'> {
   logger: Logger;
@@ -33,6 +35,59 @@ export function recordExit(
   });
   events.publish(containerChange('STOPPED', exited));
   return true;
+}
+
+/**
+ * An exit conmon reported, taken to its end: recorded once (recordExit), then what the ended
+ * container held is let go (releaseEnded). Idempotent, so the exit watcher's handler and start-up,
+ * which both meet the same exit file, may each bring it here. Call under the container's lock, or
+ * at start-up before anything is served. Says whether this call recorded the exit, and whether the
+ * container has ended (releaseEnded).
+ */
+export async function settleExit(
+  deps: LostDeps,
+  teardown: Pick<ContainerTeardown, 'afterExit'>,
+  record: ExitRecord,
+): Promise<{ recorded: boolean; ended: boolean }> {
+  const recorded = recordExit(deps, record);
+  return { recorded, ended: await releaseEnded(deps, teardown, record.id) };
+}
+
+/**
+ * Lets go of what container `id` held once it is EXITED (teardown.ts's afterExit, idempotent).
+ * Returns whether it has ended, i.e. is EXITED or has no record any more.
+ */
+export async function releaseEnded(
+  { store, logger }: Pick<LostDeps, 'store' | 'logger'>,
+  teardown: Pick<ContainerTeardown, 'afterExit'>,
+  id: string,
+): Promise<boolean> {
+  const container = store.containers.get(id);
+  if (!container) return true;
+  if (container.state !== 'EXITED') return false;
+  await teardown.afterExit(container, logger);
+  return true;
+}
+
+/**
+ * A container StopContainer SIGKILLed whose exit file never came: its conmon is gone (killed, or
+ * lost in a crash). The process' fate is known, though: it was SIGKILLed; only the monitor's
+ * record of it is missing. Throws, changing nothing, while the process still runs (a process stuck
+ * in the kernel outlives SIGKILL).
+ */
+export async function settleKilled(deps: LostDeps, container: Container): Promise<void> {
+  const { store, events } = deps;
+  const { id } = container;
+  if (await processAlive(await runtimeOf(deps, container).state(id))) {
+    throw new StepError('stop', new Error(`container ${id} did not exit after SIGKILL`));
+  }
+  const exited = store.containers.markExited(id, {
+    exitCode: 137,
+    reason: 'Error',
+    message: 'killed by StopContainer; its monitor was gone, so the exit was not recorded by conmon',
+    finishedAt: nowNanos(),
+  });
+  events.publish(containerChange('STOPPED', exited));
 }
 
 /** CRI's reasons, as kubelet shows them in a pod's last state. */
@@ -59,8 +114,8 @@ export async function settleUnmonitored(
   const runtime = runtimeOf(deps, container);
   const state = opts.rebooted ? null : await runtime.state(container.id).catch(() => null);
   const monitorAlive = !opts.rebooted && container.monitorPid > 0 && (await isRunning(container.monitorPid));
-  const processAlive = state !== null && state.status !== 'stopped' && (await isRunning(state.pid));
-  if (monitorAlive && (processAlive || state?.status === 'stopped')) {
+  const alive = await processAlive(state);
+  if (monitorAlive && (alive || state?.status === 'stopped')) {
     // A stopped process under a live conmon: its exit file is about to be written.
     if (container.state === 'CREATED' && state?.status === 'running') {
       events.publish(containerChange('STARTED', store.containers.markRunning(container.id, nowNanos())));
@@ -72,7 +127,7 @@ export async function settleUnmonitored(
     }
     return 'running';
   }
-  if (processAlive) {
+  if (alive) {
     await runtime.kill(container.id, 'SIGKILL', { all: true });
     const killed = store.containers.markExited(container.id, {
       exitCode: 137,
@@ -99,4 +154,9 @@ export async function settleUnmonitored(
     'container lost: reported exited with code 255',
   );
   return 'lost';
+}
+
+/** runc's container has a process that is not gone yet (a stopped one may wait to be reaped). */
+async function processAlive(state: { status: string; pid: number } | null): Promise<boolean> {
+  return state !== null && state.status !== 'stopped' && (await isRunning(state.pid));
 }

@@ -58,12 +58,6 @@ export class ContainerTeardown {
 
   /** By container id; an entry goes once its files are gone. */
   private readonly pending = new Map<string, PendingRemoval>();
-  /**
-   * Exited containers this berthd has already released (afterExit): StopContainer releases the
-   * container it stopped, and the exit file conmon writes for it arrives a moment later, asking
-   * for the same again while RemoveContainer may be waiting for the container's lock.
-   */
-  private readonly released = new Set<string>();
 
   constructor(private readonly deps: ContainerTeardownDeps) {}
 
@@ -101,16 +95,15 @@ export class ContainerTeardown {
    * What a container that exited no longer needs, let go at once as containerd deletes its task on
    * exit: runc's record (only its cgroup is left) and, once runc has made sure nothing runs in it,
    * the rootfs mount. The dir, bundle and monitor files stay for Status, logs and RemoveContainer,
-   * whose removeFiles is then a plain delete. Best effort and idempotent: what fails here is left
-   * to RemoveContainer, which undoes everything the record says may exist anyway.
+   * whose removeFiles is then a plain delete. Called by the exit's one owner (exit-recorder.ts,
+   * settle.ts). Best effort and idempotent (a second call costs a stat and a mount table read):
+   * what fails here is left to RemoveContainer, which undoes everything the record says may exist.
    */
   async afterExit(container: Container, logger: Logger): Promise<void> {
     const { id } = container;
-    if (this.released.has(id)) return;
     try {
       await runtimeOf(this.deps, container).delete(id);
       await unmountRootfs(id, this.deps.config.rootDir);
-      this.released.add(id);
     } catch (err) {
       logger.warn({ container: id, err: errorMessage(err) }, 'releasing an exited container failed');
     }
@@ -122,21 +115,17 @@ export class ContainerTeardown {
    * rootfs mount, the dir with the overlay's upper layer and the bundle, conmon's exit, persist and
    * socket files), as containerd's RemoveContainer costs little more than its record. A crash
    * before they are gone leaves them with no record, which start-up sweeps (recovery.ts).
-   * `justStopped`: this removal killed it, so nothing released it yet: its runc record, mount and
-   * conmon go first, and a Remove of a running container leaves nothing running. The CRI log file
-   * is kubelet's and stays.
+   * `justStopped`: this removal killed it; its exit's owner released runc's record and the mount,
+   * but its conmon may still be on its way out: it goes first, so that a Remove of a running
+   * container leaves nothing running. The CRI log file is kubelet's and stays.
    */
   async remove(container: Container, justStopped: boolean, logger: Logger): Promise<void> {
     const { id, monitorPid, cgroupsPath } = container;
     // Taken while the record is there: the deletion runs on after it (and after the daemon's store closes).
     const handlers = this.handlersOf(container);
-    if (justStopped) {
-      await this.afterExit(container, logger);
-      if (monitorPid > 0 && (await this.deps.runtimes.isMonitoring(id, monitorPid)))
-        await this.discardMonitor(id, handlers, monitorPid);
-    }
+    if (justStopped && monitorPid > 0 && (await this.deps.runtimes.isMonitoring(id, monitorPid)))
+      await this.discardMonitor(id, handlers, monitorPid);
     this.deps.store.containers.delete(id);
-    this.released.delete(id);
     const removal: PendingRemoval = {
       sandboxId: container.sandboxId,
       done: Promise.resolve(),

@@ -222,6 +222,47 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       await assertHostClean(d);
     });
 
+    test('kill -9 mid-StopContainer: the exit that came meanwhile is recorded and released at start-up', async (t) => {
+      const d = daemon();
+      const pod = await runPodFor(t, d, 'mid-stop');
+      // Takes its stop signal, then exits only once the host drops /go into its rootfs.
+      const id = await createStarted(d, pod, 'mid-stop', {
+        command: [
+          '/bin/sh',
+          '-c',
+          'trap "touch /signalled; while ! test -e /go; do sleep 0.1; done; exit 4" TERM; while true; do sleep 1; done',
+        ],
+      });
+      const { pid, rootfs } = await containerInfo(d.cri, id);
+      const stopping = d.cri
+        .call('StopContainer', { container_id: id, timeout: 60 })
+        .catch((err: unknown) => err);
+      await waitFor(() => exists(join(rootfs, 'signalled')), 10_000, { what: 'the stop signal' });
+      await d.kill9();
+      assert.ok((await stopping) instanceof Error, 'StopContainer returned');
+      await writeFile(join(rootfs, 'go'), '');
+      await d.waitForExitFile(id);
+
+      const { log } = await startAndLog(d);
+
+      // Start-up is the exit's owner for what happened while berthd was down: recorded, released.
+      assertLogged(log, 'container exited while berthd was down', { container: id, exitCode: 4 });
+      const st = await containerStatus(d.cri, id);
+      assert.equal(st.state, 'CONTAINER_EXITED');
+      assert.equal(st.exit_code, 4);
+      assert.ok(!(await d.runcContainers()).includes(id), 'runc still has the exited container');
+      assert.ok(!(await readMountInfo()).some((m) => m.mountPoint === rootfs), 'its rootfs is still mounted');
+      assert.ok(!(await isRunning(pid)));
+      // kubelet's retry of the stop finds it stopped.
+      await d.cri.call('StopContainer', { container_id: id, timeout: 60 });
+      assert.deepEqual(await containerStatus(d.cri, id), st);
+
+      await d.cri.call('RemoveContainer', { container_id: id });
+      await assertNoLeftovers(d, id, pid);
+      await removePod(d, pod);
+      await assertHostClean(d);
+    });
+
     test('containers whose conmon was killed are ended and reported exited at start-up', async (t) => {
       const d = daemon();
       const pod = await runPodFor(t, d, 'no-monitor');

@@ -13,6 +13,7 @@ import { readMountInfo } from '../../src/mounts/mountinfo.js';
 import { EXEC_SYNC_OUTPUT_CAP } from '../../src/runtime/exec-sync.js';
 import { SHARED_PID_LINUX, TestDaemon } from '../harness/daemon.js';
 import { namesIn } from '../harness/files.js';
+import { ANSWER_BOUND_MS } from '../harness/bounds.js';
 import { rejectsWith } from '../harness/grpc.js';
 import { busyboxLayer, pushImage, type PushedImage } from '../harness/images.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
@@ -31,6 +32,8 @@ import { waitFor } from '../harness/wait.js';
 import type { WireContainer } from '../harness/wire.js';
 
 const SUITE_TIMEOUT_MS = 600_000;
+/** A grace longer than any hang bound here: a stop that waits it out is a stop that hangs. */
+const LONG_GRACE_S = 3600;
 
 /** Applets beyond the harness's base image that these tests need. */
 const EXTRA_APPLETS = ['tail', 'tr', 'dd', 'seq', 'umount', 'sed', 'cut', 'yes', 'du'];
@@ -262,6 +265,39 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.equal((await containerStatus(daemon.cri, usr1)).exit_code, 128 + 10);
     await remove(stubborn);
     await remove(usr1);
+    await remove(stubborn);
+  });
+
+  it('a stop with no grace is not held behind a stop with a long one: both return once the exit is recorded', async () => {
+    const stubborn = await startNew('stubborn-twice', {
+      command: ['/bin/sh', '-c', 'trap "touch /signalled" TERM; while true; do sleep 1; done'],
+    });
+    // kubelet shortens a grace by stopping again. The first stop's grace outlasts the hang bound:
+    // only a stop that waits for the exit's record, not one that holds the container, returns in it.
+    // Bounded too, so that a stop that waits out its grace fails this test instead of hanging it.
+    const graceful = daemon.cri.call(
+      'StopContainer',
+      { container_id: stubborn, timeout: LONG_GRACE_S },
+      { deadlineMs: 2 * ANSWER_BOUND_MS },
+    );
+    const settled = graceful.then(
+      () => null,
+      (err: unknown) => err,
+    );
+    await waitFor(
+      async () => (await execSync(daemon.cri, stubborn, ['test', '-e', '/signalled'])).exit_code === 0,
+      10_000,
+      { what: 'the first stop signal' },
+    );
+    await daemon.cri.call(
+      'StopContainer',
+      { container_id: stubborn, timeout: 0 },
+      { deadlineMs: ANSWER_BOUND_MS },
+    );
+    const st = await containerStatus(daemon.cri, stubborn);
+    assert.equal(st.state, 'CONTAINER_EXITED');
+    assert.equal(st.exit_code, 137);
+    assert.equal(await settled, null, 'the stop with the long grace failed');
     await remove(stubborn);
   });
 

@@ -24,6 +24,7 @@ import type { PodSandboxStatus__Output as WirePodStatus } from '../../src/cri/ge
 import { ANSWER_BOUND_MS } from '../harness/bounds.js';
 import { SHARED_PID_LINUX, useDaemon, type TestDaemon } from '../harness/daemon.js';
 import { useBusyboxImage } from '../harness/images.js';
+import { parseLog } from '../harness/log.js';
 import {
   containerConfig,
   containerStatus,
@@ -41,6 +42,8 @@ import { waitFor } from '../harness/wait.js';
 const SUITE_TIMEOUT_MS = 600_000;
 /** src/daemon.ts: events one subscriber may have waiting. */
 const EVENT_BUFFER = 1000;
+/** Containers whose own exit races their stops. */
+const RACE_ROUNDS = 12;
 
 let imageRef: () => string;
 
@@ -187,19 +190,7 @@ describe('GetContainerEvents', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
 
     // The reading subscriber got all four events of every container, each container's in order.
     // Workers finish out of order: the last container listed need not be the last one removed.
-    for (const id of containers) await reader.waitFor((e) => is(e, id, 'DELETED'), 60_000);
-    for (const id of containers) {
-      assert.deepEqual(
-        reader.received.filter((e) => e.container_id === id).map((e) => e.container_event_type),
-        [
-          'CONTAINER_CREATED_EVENT',
-          'CONTAINER_STARTED_EVENT',
-          'CONTAINER_STOPPED_EVENT',
-          'CONTAINER_DELETED_EVENT',
-        ],
-        `events of ${id}`,
-      );
-    }
+    await assertOneLifeEach(reader, containers, 60_000);
 
     // The other one, once it reads, gets what its transport held, then the error.
     const end = await stuck.readToEnd();
@@ -213,6 +204,53 @@ describe('GetContainerEvents', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     const probe = await startContainer(d.cri, pod, containerConfig('probe', imageRef()));
     await again.waitFor((e) => is(e, probe, 'STARTED'));
     await reader.waitFor((e) => is(e, probe, 'STARTED'));
+  });
+
+  test('an exit racing its stops is recorded once: one STOPPED event and one exit logged per container', async (t) => {
+    const d = daemon();
+    const stream = new EventStream(d.socket);
+    t.after(() => stream.close());
+    const pod = await runPod(d.cri, d.pod('race'));
+    t.after(() => removePod(d, pod));
+    const logFrom = d.output.length;
+    const ids: string[] = [];
+    // Fixed, not random: each round meets the stops at another point of its exit (before, during,
+    // after), and a second stop with no grace comes with the graceful one, as kubelet's shortened
+    // grace sends it.
+    for (let round = 0; round < RACE_ROUNDS; round++) {
+      const delay = ['', 'sleep 0.02; ', 'sleep 0.05; '][round % 3] ?? '';
+      const id = await startContainer(
+        d.cri,
+        pod,
+        containerConfig(`race${round}`, imageRef(), { command: ['/bin/sh', '-c', `${delay}exit 3`] }),
+      );
+      ids.push(id);
+      if (round % 4 === 3) {
+        // RemoveContainer of a running container kills it as a stop with no grace does. A stop
+        // that looks only once the removal is over finds no container.
+        await Promise.all([
+          d.cri
+            .call('StopContainer', { container_id: id, timeout: 1 })
+            .catch((err: ServiceError) => assert.equal(err.code, status.NOT_FOUND, err.message)),
+          d.cri.call('RemoveContainer', { container_id: id }),
+        ]);
+        continue;
+      }
+      await Promise.all([
+        d.cri.call('StopContainer', { container_id: id, timeout: 1 + (round % 2) }),
+        d.cri.call('StopContainer', { container_id: id, timeout: 0 }),
+      ]);
+      const st = await containerStatus(d.cri, id);
+      assert.equal(st.state, 'CONTAINER_EXITED', `round ${round}`);
+      assert.ok([3, 137, 143].includes(st.exit_code), `round ${round}: exit code ${st.exit_code}`);
+      assert.ok(!(await d.runcContainers()).includes(id), `round ${round}: Stop returned before the release`);
+      await d.cri.call('RemoveContainer', { container_id: id });
+    }
+
+    // An exit recorded twice would come before its container's removal: the removal waits for it.
+    await assertOneLifeEach(stream, ids);
+    const exits = parseLog(d.output.slice(logFrom)).filter((e) => e.msg === 'container exited');
+    assert.deepEqual(exits.map((e) => e.container).sort(), [...ids].sort());
   });
 
   test('exits while berthd was down reach the first subscriber after the restart', async (t) => {
@@ -395,6 +433,26 @@ class UnreadStream {
   close(): void {
     this.request.close();
     this.session.destroy();
+  }
+}
+
+/**
+ * Once each of `ids` is removed: `stream` got its created, started, stopped and deleted events,
+ * each once and in that order.
+ */
+async function assertOneLifeEach(stream: EventStream, ids: string[], timeoutMs?: number): Promise<void> {
+  for (const id of ids) await stream.waitFor((e) => is(e, id, 'DELETED'), timeoutMs);
+  for (const id of ids) {
+    assert.deepEqual(
+      stream.received.filter((e) => e.container_id === id).map((e) => e.container_event_type),
+      [
+        'CONTAINER_CREATED_EVENT',
+        'CONTAINER_STARTED_EVENT',
+        'CONTAINER_STOPPED_EVENT',
+        'CONTAINER_DELETED_EVENT',
+      ],
+      `events of ${id}`,
+    );
   }
 }
 
