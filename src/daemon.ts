@@ -31,6 +31,7 @@ import { ExitWatcher } from './monitor/exits.js';
 import { PodStatsService } from './podstats/service.js';
 import { PodGate } from './sandbox/gate.js';
 import { openRuntimeHandlers } from './sandbox/runtimes.js';
+import { NodeState } from './node/state.js';
 import { SandboxService } from './sandbox/service.js';
 import { allSettledWithin, type ShutdownOptions } from './shutdown.js';
 import { Store } from './store/index.js';
@@ -234,7 +235,15 @@ export async function startDaemon(
     }
     server = await serveCri(
       config,
-      { sandboxes, images, containers, podStats, events: eventHub, streams: streaming },
+      {
+        node: new NodeState(config, runtimes, logger),
+        sandboxes,
+        images,
+        containers,
+        podStats,
+        events: eventHub,
+        streams: streaming,
+      },
       logger,
       criServices,
       metrics?.rpcDone,

@@ -12,6 +12,9 @@ import type { PodNamespacePaths } from '../oci/container.js';
 
 const PIN_DIR = 'ns';
 
+/** Names of berth's netns pins start with this, so restart repair can tell ours from others'. */
+export const NETNS_PREFIX = 'berth-';
+
 type PinOwner = Pick<Sandbox, 'infra' | 'hostNetwork' | 'sandboxDir' | 'spec'>;
 
 /**

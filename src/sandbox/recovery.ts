@@ -10,9 +10,8 @@ import type { ContainerState, Runc } from '../oci/runc.js';
 import { isRunning } from '../process/index.js';
 import type { Store } from '../store/index.js';
 import { removeSandboxDir } from './files.js';
-import { namespaceMounts } from './namespaces.js';
+import { NETNS_PREFIX, namespaceMounts } from './namespaces.js';
 import type { RuntimeHandler, RuntimeHandlers } from './runtimes.js';
-import { NETNS_PREFIX } from './service.js';
 import { SandboxTeardown } from './teardown.js';
 
 export interface RecoveryDeps {
