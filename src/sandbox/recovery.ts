@@ -11,7 +11,7 @@ import { isRunning } from '../process/index.js';
 import type { Store } from '../store/index.js';
 import { removeSandboxDir } from './files.js';
 import { NETNS_PREFIX, namespaceMounts } from './namespaces.js';
-import type { RuntimeHandler, RuntimeHandlers } from './runtimes.js';
+import type { RuntimeHandlers } from './runtimes.js';
 import { SandboxTeardown } from './teardown.js';
 
 export interface RecoveryDeps {
@@ -72,7 +72,15 @@ export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
   if (rebooted) logger.warn('first start since boot: pod processes and netns mounts are gone');
 
   const sandboxes = store.sandboxes.list();
-  const probe = rebooted ? null : await probeHost(deps, sandboxes);
+  // What runc lists now serves both the checks below and the orphan sweep after them: an orphan is
+  // what no row named when start-up began (what repair deletes from the rows, it deletes from runc
+  // first). Without a reboot the pins' mounts are read once for all pods.
+  const known = new Set([...sandboxes.map((s) => s.id), ...store.containers.list().map((r) => r.id)]);
+  const [runcContainers, mountedPins] = await Promise.all([
+    listAll(deps.runtimes),
+    rebooted ? null : mountedPinsOf(sandboxes),
+  ]);
+  const probe = mountedPins === null ? null : { runcContainers, mountedPins };
   for (const sandbox of sandboxes) {
     try {
       if (sandbox.state === 'CREATING') await rollBack(deps, teardown, sandbox, report);
@@ -88,7 +96,7 @@ export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
   if (deps.recoverContainers) report.containers = await deps.recoverContainers(rebooted);
   // The dirs of pods rolled back above are set aside and deleted meanwhile; the sweep must not race them.
   await teardown.filesRemoved();
-  await removeOrphans(deps, report);
+  await removeOrphans(deps, report, runcContainers, known);
   await writeBootMarker(deps.config.stateDir);
   return report;
 }
@@ -130,29 +138,30 @@ async function rollBack(
   );
 }
 
+/** Per handler name: runc's containers by id, or the error of a `runc list` that failed twice. */
+type RuncContainers = Map<string, Map<string, ContainerState> | Error>;
+
 /**
  * What start-up learns of the host with one read each, not one exec per pod: every container each
  * runtime handler's runc knows (`runc list`), and which pins are mounted. Null after a reboot,
  * when nothing can have survived.
  */
 interface HostProbe {
-  /** Per handler name: runc's containers by id, or the error of a `runc list` that failed twice. */
-  runcContainers: Map<string, Map<string, ContainerState> | Error>;
+  runcContainers: RuncContainers;
   mountedPins: Set<string>;
 }
 
-async function probeHost(deps: RecoveryDeps, sandboxes: Sandbox[]): Promise<HostProbe> {
-  const withInfra = sandboxes.filter((s) => s.infra && s.state !== 'CREATING');
-  const handlers = new Map<string, RuntimeHandler>();
-  for (const sandbox of withInfra) {
-    const handler = deps.runtimes.find(sandbox.runtimeHandler);
-    if (handler) handlers.set(handler.name, handler);
-  }
+/** One `runc list` for each handler, side by side. */
+async function listAll(runtimes: RuntimeHandlers): Promise<RuncContainers> {
   const listed = await Promise.all(
-    [...handlers.values()].map(async ({ name, runc }) => [name, await listWithRetry(runc)] as const),
+    runtimes.all().map(async ({ name, runc }) => [name, await listWithRetry(runc)] as const),
   );
+  return new Map(listed);
+}
+
+async function mountedPinsOf(sandboxes: Sandbox[]): Promise<Set<string>> {
   const pins = sandboxes.filter((s) => !s.infra && s.state !== 'CREATING').flatMap(namespaceMounts);
-  return { runcContainers: new Map(listed), mountedPins: new Set(await mountedAmong(pins)) };
+  return new Set(await mountedAmong(pins));
 }
 
 /** One more try after a failure: a runc that was only slow (a loaded node) answers the second time. */
@@ -224,12 +233,18 @@ async function reconcile(
   }
 }
 
-async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promise<void> {
+/**
+ * `known`: the ids of the sandbox and container rows when start-up began. Containers share their
+ * pod's runc root with its infra; they are orphans only without a row of either kind.
+ */
+async function removeOrphans(
+  deps: RecoveryDeps,
+  report: RecoveryReport,
+  runcContainers: RuncContainers,
+  known: Set<string>,
+): Promise<void> {
   const { store, runtimes, logger, config } = deps;
   const sandboxes = store.sandboxes.list();
-  const known = new Set(sandboxes.map((s) => s.id));
-  // Containers share their pod's runc root with its infra; they are orphans only without a container row.
-  const knownContainers = new Set(store.containers.list().map((r) => r.id));
   const knownNetns = new Set(sandboxes.map((s) => s.netnsPath).filter((p): p is string => p !== null));
 
   for (const path of await listNetns(config.netnsDir, NETNS_PREFIX)) {
@@ -239,7 +254,8 @@ async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promis
     logger.warn({ netns: path }, 'removed a netns pin with no sandbox record');
   }
   for (const { name, runc } of runtimes.all()) {
-    const listed = await listWithRetry(runc);
+    const listed = runcContainers.get(name);
+    if (listed === undefined) continue;
     if (listed instanceof Error) {
       // Nothing is known to be an orphan then; the next start sweeps again.
       logger.error(
@@ -249,7 +265,7 @@ async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promis
       continue;
     }
     for (const container of listed.values()) {
-      if (known.has(container.id) || knownContainers.has(container.id)) continue;
+      if (known.has(container.id)) continue;
       await runc.delete(container.id, { force: true });
       report.orphanContainers.push(container.id);
       logger.warn(
@@ -259,8 +275,9 @@ async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promis
     }
   }
   const sandboxesDir = join(config.rootDir, 'sandboxes');
+  const remaining = new Set(sandboxes.map((s) => s.id));
   for (const name of await readdir(sandboxesDir).catch(() => [] as string[])) {
-    if (known.has(name)) continue;
+    if (remaining.has(name)) continue;
     await removeSandboxDir(join(sandboxesDir, name));
     report.orphanDirs.push(name);
     logger.warn({ dir: name }, 'removed a sandbox dir with no record');

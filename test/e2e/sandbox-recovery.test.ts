@@ -594,3 +594,36 @@ describe('a runc that cannot report at start-up', { skip, timeout: SUITE_TIMEOUT
     await stopAndRemovePod(d.cri, id);
   });
 });
+
+describe('start-up asks each runc for its containers once', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  // Every `runc list` is logged while the log exists; every call then runs the real runc.
+  const callLog = join('/run', `berth-test-runc-lists-${hex()}`);
+  const wrapper = `${callLog}.sh`;
+  before(async () => {
+    await writeRuncWrapper(wrapper, [
+      `if [ -e '${callLog}' ]; then`,
+      '  for arg in "$@"; do',
+      `    case "$arg" in list) echo list >> '${callLog}';; esac`,
+      '  done',
+      'fi',
+    ]);
+  });
+  after(async () => {
+    await rm(callLog, { force: true });
+    await rm(wrapper, { force: true });
+  });
+  const daemon = useDaemon({ extraArgs: ['--runtime', wrapper] });
+
+  test('one `runc list` serves both the infra checks and the orphan sweep', async () => {
+    const d = daemon();
+    const id = await runPodSandbox(d.cri, infraPod(`listed-${hex()}`));
+    await d.kill9();
+    await writeFile(callLog, '');
+    await startAndLog(d);
+    const lists = (await readFile(callLog, 'utf8')).split('\n').filter(Boolean);
+    await rm(callLog, { force: true });
+    assert.equal(lists.length, 1);
+    assert.equal((await podStatus<WireStatus>(d.cri, id)).status.state, 'SANDBOX_READY');
+    await stopAndRemovePod(d.cri, id);
+  });
+});
