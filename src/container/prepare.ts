@@ -9,7 +9,7 @@ import { FailedPreconditionError, InvalidArgumentError } from '../errors.js';
 import type { ImageRuntimeConfig } from '../model/image.js';
 import type { ContainerResources, ContainerSpec, SecurityProfile } from '../model/container.js';
 import type { Sandbox } from '../model/sandbox.js';
-import { allCapabilities, effectiveCapabilities } from '../oci/capabilities.js';
+import { allCapabilities, containerCapabilities } from '../oci/capabilities.js';
 import { buildContainerSpec, processCwd } from '../oci/container.js';
 import { deviceFromPath, hostDevices } from '../oci/devices.js';
 import { checkImageEnv } from '../oci/environment.js';
@@ -62,8 +62,7 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     ensureHostsFile(sandbox),
     podShm(sandbox),
   ]);
-  const all = await allCapabilities();
-  const capabilities = effectiveCapabilities(spec.security, all);
+  const capabilities = containerCapabilities(spec.security, await allCapabilities());
   const built = buildContainerSpec({
     containerId: input.containerId,
     sandboxId: sandbox.id,
@@ -71,7 +70,7 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     sandbox: sandbox.spec,
     image: input.image,
     rootfsPath: input.rootfsPath,
-    allCapabilities: all,
+    capabilities,
     user,
     podNamespaces: podNamespacePaths(sandbox),
     targetPid: input.targetPid,
@@ -83,7 +82,7 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     },
     cgroupsPath: input.cgroupsPath,
     oomScoreAdj: clampOomScoreAdj(spec.resources.oomScoreAdj),
-    seccomp: spec.security.privileged ? null : await seccompFor(spec.security.seccomp, capabilities),
+    seccomp: spec.security.privileged ? null : await seccompFor(spec.security.seccomp, capabilities.set),
     apparmorProfile: await apparmorFor(spec.security.apparmor, spec.security.privileged),
     devices: devices.devices,
     deviceRules: devices.rules,

@@ -3,7 +3,7 @@ import { InvalidArgumentError } from '../errors.js';
 import type { ContainerMount, ContainerResources, ContainerSpec, DeviceMapping } from '../model/container.js';
 import type { KeyValue } from '../oci/container.js';
 import { MAX_ENV_BYTES, MAX_ENV_ENTRIES } from '../oci/environment.js';
-import type { MountPropagation } from '../oci/mounts.js';
+import { recursiveReadOnlyProblem, type MountPropagation } from '../oci/mounts.js';
 import type { Received } from './messages.js';
 import { toSecurity } from './container-security.js';
 import { boundedList, boundedMap, requireId, requireSafeName, requireString } from './validate.js';
@@ -107,14 +107,9 @@ function toMount(field: string, m: Received<'Mount'>): ContainerMount {
   if (!propagation) {
     throw new InvalidArgumentError(`${field}.propagation`, `unknown mount propagation "${m.propagation}"`);
   }
-  // The CRI's rule for recursive_read_only: it needs readonly set too, and private propagation
-  // (a submount propagated in later could not be made read-only).
-  if (m.recursive_read_only && !m.readonly) {
-    throw new InvalidArgumentError(`${field}.recursive_read_only`, 'requires readonly to be set');
-  }
-  if (m.recursive_read_only && propagation !== 'PRIVATE') {
-    throw new InvalidArgumentError(`${field}.recursive_read_only`, 'requires PROPAGATION_PRIVATE');
-  }
+  const rro = { readonly: m.readonly, recursiveReadOnly: m.recursive_read_only, propagation };
+  const rroProblem = recursiveReadOnlyProblem(rro);
+  if (rroProblem !== null) throw new InvalidArgumentError(`${field}.recursive_read_only`, rroProblem);
   return {
     containerPath: absolutePath(`${field}.container_path`, m.container_path, true),
     hostPath: absolutePath(`${field}.host_path`, m.host_path, false),

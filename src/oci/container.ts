@@ -8,9 +8,9 @@
  */
 import { posix } from 'node:path';
 import { InvalidArgumentError } from '../errors.js';
-import { ambientCapabilities, effectiveCapabilities, type CapabilityRequest } from './capabilities.js';
+import type { CapabilityRequest, ContainerCapabilities } from './capabilities.js';
 import { DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS, infraMounts } from './infra.js';
-import type { BindMount, MountPropagation } from './mounts.js';
+import { recursiveReadOnlyProblem, type BindMount, type MountPropagation } from './mounts.js';
 import {
   OCI_VERSION,
   type LinuxCapabilities,
@@ -157,11 +157,12 @@ export interface ContainerSpecInput {
   /** CRI mounts with host paths resolved (src/oci/mounts.ts). */
   mounts: readonly BindMount[];
   /**
-   * What privileged and "ALL" mean: allCapabilities() from src/oci/capabilities.ts, i.e. what
-   * this kernel knows and berth itself holds. Required: a capability the daemon lacks would fail
-   * the create, so every capability berth can name is not a safe default.
+   * containerCapabilities() of src/oci/capabilities.ts, with what privileged and "ALL" mean taken
+   * from allCapabilities(): what this kernel knows and berth itself holds. Required: a capability
+   * the daemon lacks would fail the create, so every capability berth can name is not a safe
+   * default. Worked out by the caller, which builds the seccomp profile from the same set.
    */
-  allCapabilities: readonly string[];
+  capabilities: ContainerCapabilities;
 }
 
 const DEFAULT_PATH = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -273,9 +274,7 @@ export function processCwd(spec: ContainerConfigInput, image: ImageConfigInput):
  * cannot regain what was dropped.
  */
 function processCapabilities(input: ContainerSpecInput): LinuxCapabilities {
-  const all = input.allCapabilities;
-  const set = effectiveCapabilities(input.spec.security, all);
-  const ambient = input.spec.security.privileged ? [] : ambientCapabilities(input.spec.security, all);
+  const { set, ambient } = input.capabilities;
   return { bounding: set, effective: [...set], permitted: [...set], inheritable: [...ambient], ambient };
 }
 
@@ -403,13 +402,10 @@ export function criMounts(mounts: readonly BindMount[]): Mount[] {
     const destination = cleanPath(m.containerPath);
     const options = ['rbind', PROPAGATION_OPTION[m.propagation], m.readonly ? 'ro' : 'rw'];
     if (m.recursiveReadOnly) {
-      // Checked here too: runc applies rro with mount_setattr, which a shared mount would spread.
-      if (!m.readonly || m.propagation !== 'PRIVATE') {
-        throw new InvalidArgumentError(
-          `config.mounts[${i}].recursive_read_only`,
-          'needs readonly and PRIVATE propagation',
-        );
-      }
+      // Checked here too, for callers that did not come through the CRI edge.
+      const problem = recursiveReadOnlyProblem(m);
+      if (problem !== null)
+        throw new InvalidArgumentError(`config.mounts[${i}].recursive_read_only`, problem);
       options.push('rro');
     }
     return {

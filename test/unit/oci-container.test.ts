@@ -8,6 +8,7 @@ import {
   allCapabilities,
   capabilitiesInMask,
   capabilitiesUpTo,
+  containerCapabilities,
   effectiveCapabilities,
   KNOWN_CAPABILITIES,
   normalizeCapability,
@@ -52,7 +53,7 @@ function input(spec: ContainerSpec, over: Partial<ContainerSpecInput> = {}): Con
     devices: [],
     deviceRules: [],
     mounts: spec.mounts,
-    allCapabilities: KNOWN_CAPABILITIES,
+    capabilities: containerCapabilities(spec.security, KNOWN_CAPABILITIES),
     ...over,
   };
 }
@@ -502,7 +503,7 @@ test('privileged: all capabilities, no masks, rw sys and cgroup, all devices, no
       devices: [device],
       seccomp: { defaultAction: 'SCMP_ACT_ERRNO' },
       apparmorProfile: 'p',
-      allCapabilities: capabilitiesUpTo(40),
+      capabilities: containerCapabilities(spec.security, capabilitiesUpTo(40)),
     }),
   );
   assert.deepEqual(out.process?.capabilities?.bounding, [...KNOWN_CAPABILITIES]);
