@@ -227,6 +227,14 @@ test('capabilities: ambient ones are also inheritable and in the set', () => {
   assert.deepEqual(caps?.bounding, ['CAP_NET_BIND_SERVICE']);
 });
 
+test('capabilities: the spec takes the sets its caller worked out once, and works out none itself', () => {
+  const spec = containerSpec({}, { addCapabilities: ['NET_ADMIN'] });
+  const capabilities = { set: ['CAP_KILL', 'CAP_NET_RAW'], ambient: ['CAP_NET_RAW'] };
+  const out = buildContainerSpec(input(spec, { capabilities }));
+  assert.deepEqual(out.process?.capabilities?.bounding, ['CAP_KILL', 'CAP_NET_RAW']);
+  assert.deepEqual(out.process?.capabilities?.ambient, ['CAP_NET_RAW']);
+});
+
 test('capabilities: kernel list by cap_last_cap, names normalised', async () => {
   assert.equal(capabilitiesUpTo(37).length, 38);
   assert.equal(capabilitiesUpTo(37).at(-1), 'CAP_AUDIT_READ');
@@ -454,6 +462,19 @@ test('mounts: rro needs readonly and PRIVATE', () => {
       name: 'InvalidArgumentError',
       field: 'config.mounts[0].recursive_read_only',
     });
+  }
+});
+
+test('mounts: the spec refuses rro in the words of the edge: one rule for both', () => {
+  const cases: [ContainerMount, RegExp][] = [
+    [mount('/x', { recursiveReadOnly: true }), /requires readonly to be set/],
+    [
+      mount('/x', { recursiveReadOnly: true, readonly: true, propagation: 'BIDIRECTIONAL' }),
+      /requires PROPAGATION_PRIVATE/,
+    ],
+  ];
+  for (const [m, message] of cases) {
+    assert.throws(() => buildContainerSpec(input(containerSpec({ mounts: [m] }))), { message });
   }
 });
 
