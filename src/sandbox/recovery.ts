@@ -221,15 +221,16 @@ async function reconcile(
   }
   // runc's record of a dead infra is useless and, after a reboot, points at nothing. Without a reboot
   // the list above already said whether runc still has one: no exec per stopped pod without one.
-  if (sandbox.infra && (rebooted || state !== null)) await teardown.deleteInfra(id);
+  // The teardown takes the record as listed: marking it NOT READY changed nothing it reads.
+  if (sandbox.infra && (rebooted || state !== null)) await teardown.deleteInfra(sandbox);
 
   if (rebooted) {
     // The netns died with the boot, but host-local keeps its leases on disk: DEL releases them.
-    if (await teardown.releaseNetwork(id)) {
+    if (await teardown.releaseNetwork(sandbox)) {
       report.networksReleased.push(id);
       log.warn('released the network of a sandbox lost in a reboot');
     }
-    await teardown.unmountNetns(id);
+    await teardown.unmountNetns(sandbox);
   }
 }
 
