@@ -10,7 +10,7 @@ import { SandboxTeardown } from './teardown.js';
 import type { SandboxFilter, SandboxVerboseInfo, SandboxView } from './types.js';
 import { SandboxViews } from './views.js';
 
-export type { PodContainers, SandboxServiceDeps } from './context.js';
+export type { SandboxServiceDeps } from './context.js';
 
 /**
  * Pod sandboxes, in parts that change for different reasons: run, stop, remove, the views, and

@@ -30,7 +30,7 @@ export function networkMayBeAttached(sandbox: Pick<Sandbox, 'networkState'>): bo
  * as it is NOW (an undo registered before the CNI input was recorded), or as the caller has just
  * read it under the sandbox's lock (Stop, and Remove's actions after their one read).
  */
-export type SandboxRef = string | Sandbox;
+type SandboxRef = string | Sandbox;
 
 /**
  * The undo of everything RunPodSandbox makes, one named action per thing, each written once for

@@ -38,7 +38,7 @@ export class SandboxViews {
   }
 }
 
-export function toView(sandbox: Sandbox): SandboxView {
+function toView(sandbox: Sandbox): SandboxView {
   const { spec } = sandbox;
   return {
     id: sandbox.id,
