@@ -30,6 +30,7 @@ import { ContainerService } from './container/service.js';
 import { PodStatsService } from './podstats/service.js';
 import { PodGate } from './sandbox/gate.js';
 import { ExitWatcher, openRuntimeHandlers, resetExecDirs } from './runtime/index.js';
+import { NodeState } from './node/state.js';
 import { SandboxService } from './sandbox/service.js';
 import { allSettledWithin, type ShutdownOptions } from './shutdown.js';
 import { Store } from './store/index.js';
@@ -263,7 +264,16 @@ export async function startDaemon(
     }
     server = await serveCri(
       config,
-      { sandboxes, images, containers, podStats, events: eventHub, streams: streaming, host },
+      {
+        node: new NodeState(config, runtimes, logger),
+        sandboxes,
+        images,
+        containers,
+        podStats,
+        events: eventHub,
+        streams: streaming,
+        host,
+      },
       logger,
       criServices,
       metrics?.rpcDone,

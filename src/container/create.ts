@@ -9,7 +9,7 @@ import type { Sandbox } from '../model/sandbox.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import { Steps } from '../operation/steps.js';
 import { allSettledOrThrow } from '../kit/settle.js';
-import { findSandbox } from '../sandbox/lookup.js';
+import { requireReady } from '../sandbox/lookup.js';
 import { nowNanos } from '../time.js';
 import type { ContainerServiceDeps } from './context.js';
 import { findContainer } from './lookup.js';
@@ -29,13 +29,13 @@ export class ContainerCreation {
     private readonly teardown: ContainerTeardown,
   ) {}
 
-  /** Call inside the pod's gate: a Stop or Remove of the pod that closed it meanwhile is finished. */
-  async inPod(podId: string, spec: ContainerSpec): Promise<string> {
+  /**
+   * Call inside the pod's gate, with the pod as read when the gate was entered: a Stop or Remove
+   * of the pod that closed it before is finished, and none can start until this one is done.
+   */
+  async inPod(sandbox: Sandbox, spec: ContainerSpec): Promise<string> {
     const { config, store, images } = this.deps;
-    const sandbox = findSandbox(store, podId, false);
-    if (sandbox.state !== 'READY' || (sandbox.infra && sandbox.pid <= 0)) {
-      throw new FailedPreconditionError(`pod sandbox ${sandbox.id} is not ready`);
-    }
+    requireReady(sandbox);
     const resolved = images.resolve(spec.image);
     if (!resolved) throw new NotFoundError('image', spec.image);
     const image = resolved.record;

@@ -46,8 +46,9 @@ export class ContainerLifecycle {
   }
 
   async create(podSandboxId: string, spec: ContainerSpec): Promise<string> {
-    const podId = findSandbox(this.ctx.deps.store, podSandboxId, false).id;
-    return this.ctx.deps.pods.enter(podId, () => this.creation.inPod(podId, spec));
+    // Read once: the gate runs inPod at once, in this same turn, so no change can come between.
+    const sandbox = findSandbox(this.ctx.deps.store, podSandboxId, false);
+    return this.ctx.deps.pods.enter(sandbox.id, () => this.creation.inPod(sandbox, spec));
   }
 
   async start(idOrPrefix: string): Promise<void> {

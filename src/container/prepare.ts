@@ -1,9 +1,9 @@
 /**
  * Everything CreateContainer must learn from the host before the OCI spec can be written: the
- * user from the image's files, mount sources, devices, the seccomp profile, the pod's files.
- * The spec itself is built by the pure src/oci/container.ts.
+ * user from the image's files, mount sources, devices, the seccomp profile, the pod's files
+ * (src/sandbox/files.ts writes them). The spec itself is built by the pure src/oci/container.ts.
  */
-import { access, copyFile, writeFile } from 'node:fs/promises';
+import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CgroupManager } from '../cgroups/index.js';
 import { FailedPreconditionError } from '../errors.js';
@@ -12,7 +12,7 @@ import type { ImageRuntimeConfig } from '../model/image.js';
 import type { ContainerSpec, SecurityProfile } from '../model/container.js';
 import type { Sandbox } from '../model/sandbox.js';
 import { apparmorProfile } from '../oci/apparmor.js';
-import { allCapabilities, effectiveCapabilities } from '../oci/capabilities.js';
+import { allCapabilities, containerCapabilities } from '../oci/capabilities.js';
 import { buildContainerSpec, processCwd } from '../oci/container.js';
 import { deviceFromPath, hostDevices } from '../oci/devices.js';
 import { checkImageEnv } from '../oci/environment.js';
@@ -23,10 +23,8 @@ import type { LinuxDevice, LinuxDeviceCgroup, Seccomp, Spec } from '../oci/spec.
 import { makeDirInRoot } from '../oci/rootfs-files.js';
 import { resolveUser, type ResolvedUser } from '../oci/user.js';
 import { isRunning } from '../process/index.js';
-import { HOSTNAME_FILE, RESOLV_CONF, SHM_DIR } from '../sandbox/files.js';
+import { ensureHostsFile, HOSTNAME_FILE, RESOLV_CONF, SHM_DIR } from '../sandbox/files.js';
 import { podNamespacePaths } from '../sandbox/namespaces.js';
-
-export const HOSTS_FILE = 'hosts';
 
 export interface PrepareInput {
   containerId: string;
@@ -69,8 +67,7 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     ensureHostsFile(sandbox),
     podShm(sandbox),
   ]);
-  const all = await allCapabilities();
-  const capabilities = effectiveCapabilities(spec.security, all);
+  const capabilities = containerCapabilities(spec.security, await allCapabilities());
   const built = buildContainerSpec({
     containerId: input.containerId,
     sandboxId: sandbox.id,
@@ -78,7 +75,7 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     sandbox: sandbox.spec,
     image: input.image,
     rootfsPath: input.rootfsPath,
-    allCapabilities: all,
+    capabilities,
     user,
     podNamespaces: podNamespacePaths(sandbox),
     targetPid: input.targetPid,
@@ -90,7 +87,7 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     },
     cgroupsPath: input.cgroupsPath,
     oomScoreAdj: clampOomScoreAdj(spec.resources.oomScoreAdj),
-    seccomp: spec.security.privileged ? null : await seccompFor(spec.security.seccomp, capabilities),
+    seccomp: spec.security.privileged ? null : await seccompFor(spec.security.seccomp, capabilities.set),
     apparmorProfile: apparmorProfile(spec.security.apparmor, input.host.appArmor.enabled),
     devices: devices.devices,
     deviceRules: devices.rules,
@@ -152,33 +149,6 @@ async function seccompFor(
       return loadSeccompProfile(profile.path);
   }
 }
-
-/**
- * kubelet mounts its own /etc/hosts into most containers; when it does not, the pod's file is
- * used. Written once per pod, on first need, so existing pods get one too.
- */
-async function ensureHostsFile(sandbox: Sandbox): Promise<string> {
-  const path = join(sandbox.sandboxDir, HOSTS_FILE);
-  if (await exists(path)) return path;
-  if (sandbox.hostNetwork) {
-    await copyFile('/etc/hosts', path).catch(() => writeFile(path, DEFAULT_HOSTS, { mode: 0o644 }));
-    return path;
-  }
-  const name = sandbox.spec.hostname || sandbox.spec.metadata.name;
-  const own = sandbox.ip ? `${sandbox.ip}\t${name}\n` : '';
-  await writeFile(path, DEFAULT_HOSTS + own, { mode: 0o644 });
-  return path;
-}
-
-const DEFAULT_HOSTS = [
-  '127.0.0.1\tlocalhost',
-  '::1\tlocalhost ip6-localhost ip6-loopback',
-  'fe00::0\tip6-localnet',
-  'fe00::0\tip6-mcastprefix',
-  'fe00::1\tip6-allnodes',
-  'fe00::2\tip6-allrouters',
-  '',
-].join('\n');
 
 async function exists(path: string): Promise<boolean> {
   return access(path).then(

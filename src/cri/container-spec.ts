@@ -1,24 +1,12 @@
-import { DeadlineExceededError, InvalidArgumentError } from '../errors.js';
-import type { ContainerService } from '../container/service.js';
-import type { ContainerFilter, ContainerStateName, ContainerView } from '../container/types.js';
+/** What a client asks a container to be and to run, from the wire to the domain, validated. */
+import { InvalidArgumentError } from '../errors.js';
 import type { ContainerMount, ContainerResources, ContainerSpec, DeviceMapping } from '../model/container.js';
 import type { KeyValue } from '../oci/container-input.js';
 import { MAX_ENV_BYTES, MAX_ENV_ENTRIES } from '../oci/environment.js';
-import type { MountPropagation } from '../oci/mounts.js';
-import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
-import type { UnaryHandlers } from './handler.js';
-import { jsonInfo, type Received, type Sent } from './messages.js';
+import { recursiveReadOnlyProblem, type MountPropagation } from '../oci/mounts.js';
+import type { Received } from './messages.js';
 import { toSecurity } from './container-security.js';
-import { toWireStats } from './stats.js';
-import {
-  boundedList,
-  boundedMap,
-  oneOf,
-  requireId,
-  requireSafeName,
-  requireString,
-  selectorFilter,
-} from './validate.js';
+import { boundedList, boundedMap, requireId, requireSafeName, requireString } from './validate.js';
 import {
   absolutePath,
   argv,
@@ -29,73 +17,8 @@ import {
   int64InRange,
   noNul,
   relativeLogPath,
-  seconds,
   unifiedKey,
 } from './validate-container.js';
-export function containerHandlers({ lifecycle, exec, stats, views }: ContainerService) {
-  return {
-    CreateContainer: async (req) => {
-      const spec = toContainerSpec(req);
-      return { container_id: await lifecycle.create(req.pod_sandbox_id, spec) };
-    },
-    StartContainer: async (req) => {
-      await lifecycle.start(requireId('container_id', req.container_id));
-      return {};
-    },
-    StopContainer: async (req) => {
-      const id = requireId('container_id', req.container_id);
-      await lifecycle.stop(id, seconds('timeout', req.timeout));
-      return {};
-    },
-    RemoveContainer: async (req) => {
-      await lifecycle.remove(requireId('container_id', req.container_id));
-      return {};
-    },
-    ListContainers: async (req) => ({
-      containers: views.list(toListFilter(req)).map(toWireContainer),
-    }),
-    ContainerStatus: async (req) => {
-      const { view, info } = await views.status(requireId('container_id', req.container_id), req.verbose);
-      return {
-        status: toWireContainerStatus(view),
-        info: jsonInfo('info', req.verbose ? info : undefined),
-      };
-    },
-    UpdateContainerResources: async (req) => {
-      const id = requireId('container_id', req.container_id);
-      // Windows resources are ignored; without Linux ones there is nothing berth could apply.
-      if (!req.linux) throw new InvalidArgumentError('linux', 'is required');
-      await lifecycle.updateResources(id, toResources('linux', req.linux));
-      return {};
-    },
-    ReopenContainerLog: async (req) => {
-      await lifecycle.reopenLog(requireId('container_id', req.container_id));
-      return {};
-    },
-    ExecSync: async (req, { signal }) => {
-      const id = requireId('container_id', req.container_id);
-      const cmd = toCmd(req.cmd);
-      const timeout = seconds('timeout', req.timeout);
-      const result = await exec.execSync(id, cmd, timeout, signal);
-      // kubelet turns DEADLINE_EXCEEDED, and only that code, into a probe TimeoutError, which the
-      // prober counts as a failed probe. An exit code (e.g. 124) would pass for the command's own
-      // failure, and any other error code makes the prober discard the result altogether. containerd
-      // answers a timed-out ExecSync the same way ("timeout Ns exceeded: context deadline exceeded").
-      if (result.timedOut) {
-        throw new DeadlineExceededError(
-          `timeout ${timeout}s exceeded: command ${JSON.stringify(cmd)} timed out and was killed`,
-        );
-      }
-      return { stdout: result.stdout, stderr: result.stderr, exit_code: result.exitCode };
-    },
-    ContainerStats: async (req) => ({
-      stats: toWireStats(await stats.stats(requireId('container_id', req.container_id))),
-    }),
-    ListContainerStats: async (req) => ({
-      stats: (await stats.listStats(toStatsFilter(req))).map(toWireStats),
-    }),
-  } satisfies UnaryHandlers<RuntimeServiceHandlers>;
-}
 
 // --- CreateContainer ------------------------------------------------------------------------------
 
@@ -184,14 +107,9 @@ function toMount(field: string, m: Received<'Mount'>): ContainerMount {
   if (!propagation) {
     throw new InvalidArgumentError(`${field}.propagation`, `unknown mount propagation "${m.propagation}"`);
   }
-  // The CRI's rule for recursive_read_only: it needs readonly set too, and private propagation
-  // (a submount propagated in later could not be made read-only).
-  if (m.recursive_read_only && !m.readonly) {
-    throw new InvalidArgumentError(`${field}.recursive_read_only`, 'requires readonly to be set');
-  }
-  if (m.recursive_read_only && propagation !== 'PRIVATE') {
-    throw new InvalidArgumentError(`${field}.recursive_read_only`, 'requires PROPAGATION_PRIVATE');
-  }
+  const rro = { readonly: m.readonly, recursiveReadOnly: m.recursive_read_only, propagation };
+  const rroProblem = recursiveReadOnlyProblem(rro);
+  if (rroProblem !== null) throw new InvalidArgumentError(`${field}.recursive_read_only`, rroProblem);
   return {
     containerPath: absolutePath(`${field}.container_path`, m.container_path, true),
     hostPath: absolutePath(`${field}.host_path`, m.host_path, false),
@@ -330,108 +248,4 @@ export function toCmd(cmd: string[]): string[] {
   requireString('cmd[0]', cmd[0]);
   argv([['cmd', cmd]]);
   return cmd;
-}
-
-// --- Filters --------------------------------------------------------------------------------------
-
-const CONTAINER_STATES: readonly ContainerStateName[] = [
-  'CONTAINER_CREATED',
-  'CONTAINER_RUNNING',
-  'CONTAINER_EXITED',
-  'CONTAINER_UNKNOWN',
-];
-
-export function toListFilter(req: Received<'ListContainersRequest'>): ContainerFilter {
-  const f = req.filter;
-  if (!f) return {};
-  const state = f.state
-    ? oneOf('filter.state.state', f.state.state, CONTAINER_STATES, 'container state')
-    : undefined;
-  return {
-    ...commonFilter(f.id, f.pod_sandbox_id, f.label_selector),
-    ...(state ? { state } : {}),
-  };
-}
-
-export function toStatsFilter(req: Received<'ListContainerStatsRequest'>): ContainerFilter {
-  const f = req.filter;
-  return f ? commonFilter(f.id, f.pod_sandbox_id, f.label_selector) : {};
-}
-
-function commonFilter(id: string, podSandboxId: string, selector: Record<string, string>): ContainerFilter {
-  return {
-    ...(id ? { id } : {}),
-    ...(podSandboxId ? { podSandboxId } : {}),
-    ...selectorFilter(selector),
-  };
-}
-
-// --- Views to the wire ----------------------------------------------------------------------------
-
-export function toWireContainer(view: ContainerView) {
-  return {
-    id: view.id,
-    pod_sandbox_id: view.podSandboxId,
-    metadata: { name: view.metadata.name, attempt: view.metadata.attempt },
-    image: { image: view.image, user_specified_image: view.userSpecifiedImage },
-    // The id, not the repo digest: kubelets before 1.30 match this against ListImages ids to know
-    // which images are in use (ContainerStatus keeps the digest, which pod status shows).
-    image_ref: view.imageId,
-    state: view.state,
-    created_at: view.createdAt,
-    labels: view.labels,
-    annotations: view.annotations,
-    image_id: view.imageId,
-  } satisfies Sent<'Container'>;
-}
-
-export function toWireContainerStatus(view: ContainerView) {
-  return {
-    id: view.id,
-    metadata: { name: view.metadata.name, attempt: view.metadata.attempt },
-    state: view.state,
-    created_at: view.createdAt,
-    started_at: view.startedAt,
-    finished_at: view.finishedAt,
-    exit_code: view.exitCode,
-    image: { image: view.image, user_specified_image: view.userSpecifiedImage },
-    image_ref: view.imageRef,
-    reason: view.reason,
-    message: view.message,
-    labels: view.labels,
-    annotations: view.annotations,
-    mounts: view.mounts.map((m) => ({
-      container_path: m.containerPath,
-      host_path: m.hostPath,
-      readonly: m.readonly,
-      selinux_relabel: m.selinuxRelabel,
-      propagation: `PROPAGATION_${m.propagation}`,
-      recursive_read_only: m.recursiveReadOnly,
-    })),
-    log_path: view.logPath,
-    resources: { linux: toWireResources(view.resources) },
-    image_id: view.imageId,
-    user: {
-      linux: {
-        uid: String(view.user.uid),
-        gid: String(view.user.gid),
-        supplemental_groups: view.user.supplementalGroups.map(String),
-      },
-    },
-  } satisfies Sent<'ContainerStatus'>;
-}
-
-export function toWireResources(r: ContainerResources) {
-  return {
-    cpu_period: String(r.cpuPeriod),
-    cpu_quota: String(r.cpuQuota),
-    cpu_shares: String(r.cpuShares),
-    memory_limit_in_bytes: String(r.memoryLimitBytes),
-    oom_score_adj: String(r.oomScoreAdj),
-    cpuset_cpus: r.cpusetCpus,
-    cpuset_mems: r.cpusetMems,
-    hugepage_limits: r.hugepageLimits.map((h) => ({ page_size: h.pageSize, limit: String(h.limit) })),
-    unified: r.unified,
-    memory_swap_limit_in_bytes: String(r.memorySwapLimitBytes),
-  } satisfies Sent<'LinuxContainerResources'>;
 }

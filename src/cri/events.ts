@@ -5,7 +5,7 @@ import type { EventHub } from '../events/hub.js';
 import type { LifecycleEvent } from '../events/lifecycle.js';
 import type { SandboxService } from '../sandbox/service.js';
 import type { SandboxView } from '../sandbox/types.js';
-import { toWireContainerStatus } from './container.js';
+import { toWireContainerStatus } from './container-status.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
 import type { StreamHandlers } from './handler.js';
 import type { Sent } from './messages.js';

@@ -2,8 +2,8 @@ import { isIP } from 'node:net';
 import type { BerthConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { HostFeatures } from '../host/features.js';
+import type { NodeState } from '../node/state.js';
 import type { RuntimeHandlers } from '../runtime/index.js';
-import type { SandboxService } from '../sandbox/service.js';
 import { BERTH_VERSION } from '../version.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
 import type { UnaryHandlers } from './handler.js';
@@ -12,7 +12,7 @@ import { jsonInfo, type Sent } from './messages.js';
 /** The CRI API version kubelet negotiates on; the first field is the kubelet API version it checks. */
 const KUBELET_API_VERSION = '0.1.0';
 
-export function runtimeHandlers(config: BerthConfig, sandboxes: SandboxService, host: HostFeatures) {
+export function runtimeHandlers(config: BerthConfig, node: NodeState, host: HostFeatures) {
   return {
     Version: async () => ({
       version: KUBELET_API_VERSION,
@@ -21,7 +21,7 @@ export function runtimeHandlers(config: BerthConfig, sandboxes: SandboxService, 
       runtime_api_version: 'v1',
     }),
     Status: async (req) => {
-      const network = await sandboxes.networkStatus();
+      const network = await node.networkStatus();
       return {
         status: {
           conditions: [
@@ -39,18 +39,18 @@ export function runtimeHandlers(config: BerthConfig, sandboxes: SandboxService, 
         info: req.verbose
           ? {
               ...jsonInfo('config', config),
-              ...jsonInfo('podCidrs', sandboxes.podCidrs.get()),
-              ...jsonInfo('features', features(host, sandboxes.runtimeHandlers)),
+              ...jsonInfo('podCidrs', node.podCidrs.get()),
+              ...jsonInfo('features', features(host, node.runtimeHandlers)),
             }
           : {},
-        runtime_handlers: wireHandlers(sandboxes.runtimeHandlers),
+        runtime_handlers: wireHandlers(node.runtimeHandlers),
         features: { supplemental_groups_policy: false, user_namespaces_host_network: false },
       };
     },
     UpdateRuntimeConfig: async (req) => {
       const podCidr = req.runtime_config?.network_config?.pod_cidr ?? '';
       // kubelet sends nothing but a changed, non-empty value; an empty one keeps what was sent before.
-      if (podCidr !== '') sandboxes.podCidrs.set(podCidrList(POD_CIDR_FIELD, podCidr));
+      if (podCidr !== '') node.podCidrs.set(podCidrList(POD_CIDR_FIELD, podCidr));
       return {};
     },
     RuntimeConfig: async () => ({

@@ -30,16 +30,8 @@ import {
 export function sandboxHandlers(sandboxes: SandboxService) {
   return {
     RunPodSandbox: async (req) => {
-      const spec = toSandboxSpec(req);
-      const handlers = sandboxes.runtimeHandlers;
-      if (handlers.find(spec.runtimeHandler) === undefined) {
-        const known = handlers.all().map((handler) => handler.name);
-        throw new InvalidArgumentError(
-          'runtime_handler',
-          `"${spec.runtimeHandler}" is not configured (known: ${known.join(', ')})`,
-        );
-      }
-      return { pod_sandbox_id: await sandboxes.run(spec) };
+      // The service checks the runtime handler: it looks it up once for the whole run.
+      return { pod_sandbox_id: await sandboxes.run(toSandboxSpec(req)) };
     },
     StopPodSandbox: async (req) => {
       await sandboxes.stop(requireId('pod_sandbox_id', req.pod_sandbox_id));

@@ -7,6 +7,7 @@ import type { BerthConfig } from '../config/types.js';
 import type { ContainerService } from '../container/service.js';
 import type { HostFeatures } from '../host/features.js';
 import type { ImageService } from '../image/service.js';
+import type { NodeState } from '../node/state.js';
 import type { PodStatsService } from '../podstats/service.js';
 import type { SandboxService } from '../sandbox/service.js';
 import { containerHandlers } from './container.js';
@@ -21,6 +22,7 @@ import { podStatsHandlers } from './stats.js';
 import { streamingHandlers, type StreamUrls } from './streaming.js';
 
 export interface CriDomains {
+  node: NodeState;
   sandboxes: SandboxService;
   images: ImageService;
   containers: ContainerService;
@@ -36,7 +38,7 @@ export function runtimeService(
   domains: CriDomains,
   edge: RpcEdge,
 ): RuntimeServiceHandlers {
-  const runtime = runtimeHandlers(config, domains.sandboxes, domains.host);
+  const runtime = runtimeHandlers(config, domains.node, domains.host);
   const sandbox = sandboxHandlers(domains.sandboxes);
   const container = containerHandlers(domains.containers);
   const events = eventHandlers(domains.events);

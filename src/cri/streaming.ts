@@ -7,7 +7,7 @@ import type { ContainerService } from '../container/service.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { SandboxService } from '../sandbox/service.js';
 import type { StreamRequest } from '../streaming/types.js';
-import { toCmd } from './container.js';
+import { toCmd } from './container-spec.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
 import type { UnaryHandlers } from './handler.js';
 import type { Received } from './messages.js';

@@ -113,7 +113,25 @@ const FIELD = 'config.linux.security_context.capabilities';
  * Sorted by capability number, so equal inputs give byte-identical specs.
  */
 export function effectiveCapabilities(security: CapabilityRequest, all: readonly string[]): string[] {
-  if (security.privileged) return sortCapabilities(all);
+  return containerCapabilities(security, all).set;
+}
+
+/** A container process's capabilities: its set (see effectiveCapabilities) and its ambient ones. */
+export interface ContainerCapabilities {
+  set: string[];
+  /** Empty when privileged. */
+  ambient: string[];
+}
+
+/**
+ * Both sets of a container, worked out once per create: its seccomp profile and its spec both
+ * follow them.
+ */
+export function containerCapabilities(
+  security: CapabilityRequest,
+  all: readonly string[],
+): ContainerCapabilities {
+  if (security.privileged) return { set: sortCapabilities(all), ambient: [] };
   const add = parseList(security.addCapabilities, `${FIELD}.add_capabilities`);
   const drop = parseList(security.dropCapabilities, `${FIELD}.drop_capabilities`);
   const ambient = ambientCapabilities(security, all);
@@ -123,7 +141,7 @@ export function effectiveCapabilities(security: CapabilityRequest, all: readonly
   for (const c of add.names) set.add(c);
   for (const c of drop.names) set.delete(c);
   for (const c of ambient) set.add(c);
-  return sortCapabilities([...set]);
+  return { set: sortCapabilities([...set]), ambient };
 }
 
 /** The ambient set as asked for ("ALL" meaning every capability of `all`), validated and sorted. */

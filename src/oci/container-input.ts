@@ -3,7 +3,7 @@
  * config, the image's config and what src/container/prepare.ts resolved on the host. Plain inputs
  * of oci/'s own, so oci/ knows nothing of pods or of the CRI wire.
  */
-import type { CapabilityRequest } from './capabilities.js';
+import type { CapabilityRequest, ContainerCapabilities } from './capabilities.js';
 import type { BindMount } from './mounts.js';
 import type { LinuxDevice, LinuxDeviceCgroup, Seccomp } from './spec.js';
 import type { ResolvedUser } from './user.js';
@@ -141,9 +141,10 @@ export interface ContainerSpecInput {
   /** CRI mounts with host paths resolved (src/oci/mounts.ts). */
   mounts: readonly BindMount[];
   /**
-   * What privileged and "ALL" mean: allCapabilities() from src/oci/capabilities.ts, i.e. what
-   * this kernel knows and berth itself holds. Required: a capability the daemon lacks would fail
-   * the create, so every capability berth can name is not a safe default.
+   * containerCapabilities() of src/oci/capabilities.ts, with what privileged and "ALL" mean taken
+   * from allCapabilities(): what this kernel knows and berth itself holds. Required: a capability
+   * the daemon lacks would fail the create, so every capability berth can name is not a safe
+   * default. Worked out by the caller, which builds the seccomp profile from the same set.
    */
-  allCapabilities: readonly string[];
+  capabilities: ContainerCapabilities;
 }

@@ -8,9 +8,8 @@
  */
 import { posix } from 'node:path';
 import { InvalidArgumentError } from '../errors.js';
-import { ambientCapabilities, effectiveCapabilities } from './capabilities.js';
 import { DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS, infraMounts } from './infra.js';
-import type { BindMount, MountPropagation } from './mounts.js';
+import { recursiveReadOnlyProblem, type BindMount, type MountPropagation } from './mounts.js';
 import {
   OCI_VERSION,
   type LinuxCapabilities,
@@ -136,9 +135,7 @@ export function processCwd(spec: ContainerConfigInput, image: ImageConfigInput):
  * cannot regain what was dropped.
  */
 function processCapabilities(input: ContainerSpecInput): LinuxCapabilities {
-  const all = input.allCapabilities;
-  const set = effectiveCapabilities(input.spec.security, all);
-  const ambient = input.spec.security.privileged ? [] : ambientCapabilities(input.spec.security, all);
+  const { set, ambient } = input.capabilities;
   return { bounding: set, effective: [...set], permitted: [...set], inheritable: [...ambient], ambient };
 }
 
@@ -266,13 +263,10 @@ export function criMounts(mounts: readonly BindMount[]): Mount[] {
     const destination = cleanPath(m.containerPath);
     const options = ['rbind', PROPAGATION_OPTION[m.propagation], m.readonly ? 'ro' : 'rw'];
     if (m.recursiveReadOnly) {
-      // Checked here too: runc applies rro with mount_setattr, which a shared mount would spread.
-      if (!m.readonly || m.propagation !== 'PRIVATE') {
-        throw new InvalidArgumentError(
-          `config.mounts[${i}].recursive_read_only`,
-          'needs readonly and PRIVATE propagation',
-        );
-      }
+      // Checked here too, for callers that did not come through the CRI edge.
+      const problem = recursiveReadOnlyProblem(m);
+      if (problem !== null)
+        throw new InvalidArgumentError(`config.mounts[${i}].recursive_read_only`, problem);
       options.push('rro');
     }
     return {

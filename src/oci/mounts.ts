@@ -25,6 +25,19 @@ export interface BindMount {
   propagation: MountPropagation;
 }
 
+/**
+ * The CRI's rule for recursive_read_only, which the edge and the spec both apply: it needs readonly
+ * set too, and private propagation (runc applies rro with mount_setattr, which a shared mount would
+ * spread, and a submount propagated in later could not be made read-only). Null when it may be.
+ */
+export function recursiveReadOnlyProblem(
+  m: Pick<BindMount, 'readonly' | 'recursiveReadOnly' | 'propagation'>,
+): string | null {
+  if (!m.recursiveReadOnly) return null;
+  if (!m.readonly) return 'requires readonly to be set';
+  return m.propagation === 'PRIVATE' ? null : 'requires PROPAGATION_PRIVATE';
+}
+
 export interface ResolvedMount extends BindMount {
   /** The real path (symlinks resolved) that is bind mounted. */
   hostPath: string;

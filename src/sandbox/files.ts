@@ -1,12 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { copyFile, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { MountFlags, mountSyscall, unmountAll } from '../mounts/syscalls.js';
 import { hostname as hostHostname } from 'node:os';
 import { basename, dirname, join } from 'node:path';
-import type { DnsConfig } from '../model/sandbox.js';
+import type { DnsConfig, Sandbox } from '../model/sandbox.js';
 
 export const RESOLV_CONF = 'resolv.conf';
 export const HOSTNAME_FILE = 'hostname';
+export const HOSTS_FILE = 'hosts';
 /** The pod's /dev/shm: a tmpfs in the sandbox dir that every container of the pod bind-mounts. */
 export const SHM_DIR = 'shm';
 /** As kubelet and containerd size a pod's /dev/shm by default. */
@@ -33,6 +35,49 @@ export async function writeResolvConf(sandboxDir: string, dns: DnsConfig | null)
 export async function writeHostnameFile(sandboxDir: string, podHostname: string): Promise<void> {
   await writeFile(join(sandboxDir, HOSTNAME_FILE), `${podHostname || hostHostname()}\n`, { mode: 0o644 });
 }
+
+/**
+ * kubelet mounts its own /etc/hosts into most containers; when it does not, the pod's file is
+ * used. Written once per pod, on first need (the pod's address is known only once it runs), so
+ * existing pods get one too. Returns its path.
+ */
+export async function ensureHostsFile(
+  sandbox: Pick<Sandbox, 'sandboxDir' | 'hostNetwork' | 'spec' | 'ip'>,
+): Promise<string> {
+  const path = join(sandbox.sandboxDir, HOSTS_FILE);
+  // Created only where there is none: the file an earlier container of the pod got stays as it is.
+  await writeHostsFile(path, sandbox).catch((err: unknown) => {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  });
+  return path;
+}
+
+async function writeHostsFile(
+  path: string,
+  sandbox: Pick<Sandbox, 'hostNetwork' | 'spec' | 'ip'>,
+): Promise<void> {
+  const created = { mode: 0o644, flag: 'wx' } as const;
+  if (sandbox.hostNetwork) {
+    await copyFile('/etc/hosts', path, constants.COPYFILE_EXCL).catch(async (err: unknown) => {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw err;
+      await writeFile(path, DEFAULT_HOSTS, created);
+    });
+    return;
+  }
+  const name = sandbox.spec.hostname || sandbox.spec.metadata.name;
+  const own = sandbox.ip ? `${sandbox.ip}\t${name}\n` : '';
+  await writeFile(path, DEFAULT_HOSTS + own, created);
+}
+
+const DEFAULT_HOSTS = [
+  '127.0.0.1\tlocalhost',
+  '::1\tlocalhost ip6-localhost ip6-loopback',
+  'fe00::0\tip6-localnet',
+  'fe00::0\tip6-mcastprefix',
+  'fe00::1\tip6-allnodes',
+  'fe00::2\tip6-allrouters',
+  '',
+].join('\n');
 
 /**
  * Mounts the pod's shm tmpfs. A bind of the infra's own /dev/shm cannot work: the kernel refuses

@@ -1,3 +1,4 @@
+import { FailedPreconditionError } from '../errors.js';
 import type { Sandbox } from '../model/sandbox.js';
 import { findByIdOrPrefix, type RecordKind } from '../operation/lookup.js';
 import type { Store } from '../store/index.js';
@@ -21,4 +22,20 @@ export function findSandbox(
   allowMissing: boolean,
 ): Sandbox | undefined {
   return findByIdOrPrefix(store.sandboxes, idOrPrefix, SANDBOX, allowMissing);
+}
+
+/** As findSandbox, for the calls that work in a running pod (CreateContainer, PortForward). */
+export function findReadySandbox(store: Pick<Store, 'sandboxes'>, idOrPrefix: string): Sandbox {
+  return requireReady(findSandbox(store, idOrPrefix, false));
+}
+
+/**
+ * The one rule for a pod new work may go into: READY, and, if it runs an infra, with the infra's
+ * pid recorded (its containers join the infra's namespaces through it).
+ */
+export function requireReady(sandbox: Sandbox): Sandbox {
+  if (sandbox.state !== 'READY' || (sandbox.infra && sandbox.pid <= 0)) {
+    throw new FailedPreconditionError(`pod sandbox ${sandbox.id} is not ready`);
+  }
+  return sandbox;
 }

@@ -1,7 +1,6 @@
 import { Cni, loopbackNetwork, podIps } from '../cni/index.js';
 import type { CniAttachment, CniNetworkList, PortMappingCap } from '../cni/types.js';
 import { BerthError, errorMessage } from '../errors.js';
-import type { Logger } from '../log.js';
 import type { Sandbox, SandboxSpec, StoredNetworking } from '../model/sandbox.js';
 import { allSettledOrThrow } from '../kit/settle.js';
 import { isPinned } from '../netns/index.js';
@@ -89,23 +88,4 @@ export async function detach(cni: Cni, sandbox: Pick<Sandbox, 'cniConfig' | 'cni
   const failures = outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason as unknown] : []));
   if (failures.length === 1) throw failures[0];
   if (failures.length > 1) throw new BerthError(failures.map(errorMessage).join('; '));
-}
-
-/**
- * The node's pod CIDRs as kubelet last sent them (UpdateRuntimeConfig). Only recorded and shown:
- * the CNI config in the conf dir, not berth, decides pod addresses.
- */
-export class PodCidrs {
-  private current: readonly string[] = [];
-
-  constructor(private readonly logger: Logger) {}
-
-  get(): readonly string[] {
-    return this.current;
-  }
-
-  set(cidrs: readonly string[]): void {
-    this.current = [...cidrs];
-    this.logger.info({ podCidrs: this.current }, 'pod CIDR updated');
-  }
 }

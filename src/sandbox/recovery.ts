@@ -8,7 +8,7 @@ import { listNetns, mountedAmong, removeNetns } from '../netns/index.js';
 import { isRunning } from '../process/index.js';
 import type { Store } from '../store/index.js';
 import { removeSandboxDir } from './files.js';
-import { namespaceMounts, NETNS_PREFIX } from './namespaces.js';
+import { NETNS_PREFIX, namespaceMounts } from './namespaces.js';
 import type { ContainerState, RuntimeHandler, RuntimeHandlers } from '../runtime/index.js';
 import type { SandboxTeardown } from './teardown.js';
 
@@ -65,7 +65,15 @@ export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
   if (rebooted) logger.warn('first start since boot: pod processes and netns mounts are gone');
 
   const sandboxes = store.sandboxes.list();
-  const probe = rebooted ? null : await probeHost(deps, sandboxes);
+  // What runc lists now serves both the checks below and the orphan sweep after them: an orphan is
+  // what no row named when start-up began (what repair deletes from the rows, it deletes from runc
+  // first). Without a reboot the pins' mounts are read once for all pods.
+  const known = new Set([...sandboxes.map((s) => s.id), ...store.containers.list().map((r) => r.id)]);
+  const [runcContainers, mountedPins] = await Promise.all([
+    listAll(deps.runtimes),
+    rebooted ? null : mountedPinsOf(sandboxes),
+  ]);
+  const probe = mountedPins === null ? null : { runcContainers, mountedPins };
   for (const sandbox of sandboxes) {
     try {
       if (sandbox.state === 'CREATING') await rollBack(deps, teardown, sandbox, report);
@@ -81,7 +89,7 @@ export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
   if (deps.recoverContainers) report.containers = await deps.recoverContainers(rebooted);
   // The dirs of pods rolled back above are set aside and deleted meanwhile; the sweep must not race them.
   await teardown.filesRemoved();
-  await removeOrphans(deps, report);
+  await removeOrphans(deps, report, runcContainers, known);
   await writeBootMarker(deps.config.stateDir);
   return report;
 }
@@ -123,29 +131,30 @@ async function rollBack(
   );
 }
 
+/** Per handler name: runc's containers by id, or the error of a `runc list` that failed twice. */
+type RuncContainers = Map<string, Map<string, ContainerState> | Error>;
+
 /**
  * What start-up learns of the host with one read each, not one exec per pod: every container each
  * runtime handler's runc knows (`runc list`), and which pins are mounted. Null after a reboot,
  * when nothing can have survived.
  */
 interface HostProbe {
-  /** Per handler name: runc's containers by id, or the error of a `runc list` that failed twice. */
-  runcContainers: Map<string, Map<string, ContainerState> | Error>;
+  runcContainers: RuncContainers;
   mountedPins: Set<string>;
 }
 
-async function probeHost(deps: RecoveryDeps, sandboxes: Sandbox[]): Promise<HostProbe> {
-  const withInfra = sandboxes.filter((s) => s.infra && s.state !== 'CREATING');
-  const handlers = new Map<string, RuntimeHandler>();
-  for (const sandbox of withInfra) {
-    const handler = deps.runtimes.find(sandbox.runtimeHandler);
-    if (handler) handlers.set(handler.name, handler);
-  }
+/** One `runc list` for each handler, side by side. */
+async function listAll(runtimes: RuntimeHandlers): Promise<RuncContainers> {
   const listed = await Promise.all(
-    [...handlers.values()].map(async (handler) => [handler.name, await listWithRetry(handler)] as const),
+    runtimes.all().map(async (runtime) => [runtime.name, await listWithRetry(runtime)] as const),
   );
+  return new Map(listed);
+}
+
+async function mountedPinsOf(sandboxes: Sandbox[]): Promise<Set<string>> {
   const pins = sandboxes.filter((s) => !s.infra && s.state !== 'CREATING').flatMap(namespaceMounts);
-  return { runcContainers: new Map(listed), mountedPins: new Set(await mountedAmong(pins)) };
+  return new Set(await mountedAmong(pins));
 }
 
 /** One more try after a failure: a runc that was only slow (a loaded node) answers the second time. */
@@ -205,24 +214,31 @@ async function reconcile(
   }
   // runc's record of a dead infra is useless and, after a reboot, points at nothing. Without a reboot
   // the list above already said whether runc still has one: no exec per stopped pod without one.
-  if (sandbox.infra && (rebooted || state !== null)) await teardown.deleteInfra(id);
+  // The teardown takes the record as listed: marking it NOT READY changed nothing it reads.
+  if (sandbox.infra && (rebooted || state !== null)) await teardown.deleteInfra(sandbox);
 
   if (rebooted) {
     // The netns died with the boot, but host-local keeps its leases on disk: DEL releases them.
-    if (await teardown.releaseNetwork(id)) {
+    if (await teardown.releaseNetwork(sandbox)) {
       report.networksReleased.push(id);
       log.warn('released the network of a sandbox lost in a reboot');
     }
-    await teardown.unmountNetns(id);
+    await teardown.unmountNetns(sandbox);
   }
 }
 
-async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promise<void> {
+/**
+ * `known`: the ids of the sandbox and container rows when start-up began. Containers share their
+ * pod's runc root with its infra; they are orphans only without a row of either kind.
+ */
+async function removeOrphans(
+  deps: RecoveryDeps,
+  report: RecoveryReport,
+  runcContainers: RuncContainers,
+  known: Set<string>,
+): Promise<void> {
   const { store, runtimes, logger, config } = deps;
   const sandboxes = store.sandboxes.list();
-  const known = new Set(sandboxes.map((s) => s.id));
-  // Containers share their pod's runc root with its infra; they are orphans only without a container row.
-  const knownContainers = new Set(store.containers.list().map((r) => r.id));
   const knownNetns = new Set(sandboxes.map((s) => s.netnsPath).filter((p): p is string => p !== null));
 
   for (const path of await listNetns(config.netnsDir, NETNS_PREFIX)) {
@@ -233,7 +249,8 @@ async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promis
   }
   for (const runtime of runtimes.all()) {
     const { name } = runtime;
-    const listed = await listWithRetry(runtime);
+    const listed = runcContainers.get(name);
+    if (listed === undefined) continue;
     if (listed instanceof Error) {
       // Nothing is known to be an orphan then; the next start sweeps again.
       logger.error(
@@ -243,7 +260,7 @@ async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promis
       continue;
     }
     for (const container of listed.values()) {
-      if (known.has(container.id) || knownContainers.has(container.id)) continue;
+      if (known.has(container.id)) continue;
       await runtime.delete(container.id, { force: true });
       report.orphanContainers.push(container.id);
       logger.warn(
@@ -253,8 +270,9 @@ async function removeOrphans(deps: RecoveryDeps, report: RecoveryReport): Promis
     }
   }
   const sandboxesDir = join(config.rootDir, 'sandboxes');
+  const remaining = new Set(sandboxes.map((s) => s.id));
   for (const name of await readdir(sandboxesDir).catch(() => [] as string[])) {
-    if (known.has(name)) continue;
+    if (remaining.has(name)) continue;
     await removeSandboxDir(join(sandboxesDir, name));
     report.orphanDirs.push(name);
     logger.warn({ dir: name }, 'removed a sandbox dir with no record');

@@ -1,39 +1,27 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Duplex } from 'node:stream';
-import type { CgroupManager } from '../cgroups/index.js';
-import { Cni } from '../cni/index.js';
 import { loadUsableNetwork } from '../cni/readiness.js';
 import type { CniNetworkList } from '../cni/types.js';
-import type { BerthConfig } from '../config/types.js';
-import { AlreadyExistsError, FailedPreconditionError } from '../errors.js';
-import { sandboxChange, type LifecycleEvents } from '../events/lifecycle.js';
-import type { Logger } from '../log.js';
-import { dialLocalhost } from '../netns/dial.js';
+import { AlreadyExistsError, FailedPreconditionError, InvalidArgumentError } from '../errors.js';
+import { sandboxChange } from '../events/lifecycle.js';
 import { createPinnedNamespaces, createPinnedNetns } from '../netns/index.js';
 import { buildInfraSpec } from '../oci/infra.js';
 import { clampOomScoreAdj } from '../oci/oom.js';
-import { isRunning, waitForExit } from '../process/index.js';
-import type { Store } from '../store/index.js';
 import { newSandbox, type Sandbox, type SandboxSpec } from '../model/sandbox.js';
+import type { SandboxContext } from './context.js';
 import { mountShm, writeHostnameFile, writeResolvConf } from './files.js';
-import type { PodGate } from './gate.js';
 import { KeyedLock } from '../operation/lock.js';
-import { attach, attachmentFor, PodCidrs, storedNetworking } from './network.js';
-import type { RuntimeHandlers } from '../runtime/index.js';
-import { networkMayBeAttached, type SandboxTeardown } from './teardown.js';
-import type { SandboxFilter, SandboxVerboseInfo, SandboxView } from './types.js';
-import { Steps, asStep } from '../operation/steps.js';
+import { attach, attachmentFor, storedNetworking } from './network.js';
+import type { RuntimeHandler, RuntimeHandlers } from '../runtime/index.js';
+import { Steps } from '../operation/steps.js';
 import { allSettledOrThrow } from '../kit/settle.js';
 import { pauseIfAsked } from '../operation/pause.js';
-import { matchesLabels } from '../operation/lookup.js';
-import { findSandbox } from './lookup.js';
 import {
+  NETNS_PREFIX,
   namespaceMounts,
   namespacePins,
   needsInfra,
-  NETNS_PREFIX,
   pinDir,
   podHostname,
 } from './namespaces.js';
@@ -43,63 +31,23 @@ import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
 /** The infra process should be the last thing the OOM killer picks in a pod. */
 const INFRA_OOM_SCORE_ADJ = -998;
 
-/** The pod's containers, as Stop and Remove of their sandbox must handle them first. */
-export interface PodContainers {
-  stopAllInSandbox(sandboxId: string): Promise<void>;
-  removeAllInSandbox(sandboxId: string): Promise<void>;
-}
-
-export interface SandboxServiceDeps {
-  config: BerthConfig;
-  store: Store;
-  /** Names the infra's cgroup. */
-  cgroups: CgroupManager;
-  cni: Cni;
-  runtimes: RuntimeHandlers;
-  logger: Logger;
-  infraRootfs: string;
-  containers?: PodContainers;
-  /** Shared with the container service: a pod being stopped or removed takes no new container. */
-  pods: PodGate;
-  /** Where runs, stops and removals are reported (GetContainerEvents). */
-  events: LifecycleEvents;
-  /** The one teardown of what RunPodSandbox makes, shared with start-up repair. */
-  teardown: SandboxTeardown;
-  /**
-   * Test-only: RunPodSandbox stops before acting on the step of this name (after its journal entry
-   * and undo are recorded) and waits forever, so a test can kill -9 the daemon mid-start.
-   */
-  pauseBeforeStep?: string;
-}
-
-export type NetworkStatus = { ready: true } | { ready: false; reason: string };
-
-export class SandboxService {
+/** RunPodSandbox: a journal row first, then named steps, each registering its undo before it acts. */
+export class SandboxRun {
   private readonly podLock = new KeyedLock();
-  private readonly sandboxLock = new KeyedLock();
-  private readonly teardown: SandboxTeardown;
-  /** What kubelet sent with UpdateRuntimeConfig. */
-  readonly podCidrs: PodCidrs;
-  /** The configured runtime handlers; a pod may name any of them, or "" for the default. */
-  readonly runtimeHandlers: RuntimeHandlers;
+  private readonly deps: SandboxContext['deps'];
+  private readonly teardown: SandboxContext['teardown'];
 
-  constructor(private readonly deps: SandboxServiceDeps) {
-    this.podCidrs = new PodCidrs(deps.logger);
-    this.runtimeHandlers = deps.runtimes;
-    this.teardown = deps.teardown;
-  }
-
-  /** Ready when a default CNI network loads from the conf dir and every plugin it runs is installed. */
-  async networkStatus(): Promise<NetworkStatus> {
-    const loaded = await loadUsableNetwork(this.deps.config.cniConfDir, this.deps.config.cniBinDirs);
-    return loaded.network ? { ready: true } : { ready: false, reason: loaded.reason };
+  constructor(ctx: SandboxContext) {
+    this.deps = ctx.deps;
+    this.teardown = ctx.teardown;
   }
 
   async run(spec: SandboxSpec): Promise<string> {
     const m = spec.metadata;
+    const handler = requestedHandler(this.deps.runtimes, spec.runtimeHandler);
     return this.podLock.with(`${m.namespace}/${m.name}/${m.uid}/${m.attempt}`, async () => {
       const existing = this.deps.store.sandboxes.findByMetadata(m.namespace, m.name, m.uid, m.attempt);
-      if (!existing) return this.create(spec);
+      if (!existing) return this.create(spec, handler);
       // kubelet retries a RunPodSandbox that timed out on its side: the same pod gets the same
       // sandbox. A stopped one is not handed out as if it ran; kubelet itself never asks again
       // for it (it starts a new attempt), and containerd and CRI-O refuse the name as taken.
@@ -112,7 +60,7 @@ export class SandboxService {
     });
   }
 
-  private async create(spec: SandboxSpec): Promise<string> {
+  private async create(spec: SandboxSpec, handler: RuntimeHandler): Promise<string> {
     const { config } = this.deps;
     const { sandboxes } = this.deps.store;
     const id = randomBytes(32).toString('hex');
@@ -178,7 +126,7 @@ export class SandboxService {
         netnsPath && defaultNetwork
           ? this.addNetwork(steps, id, netnsPath, spec, defaultNetwork)
           : Promise.resolve(),
-        infra ? this.startInfra(steps, id, spec, sandboxDir, netnsPath) : Promise.resolve(),
+        infra ? this.startInfra(steps, handler, id, spec, sandboxDir, netnsPath) : Promise.resolve(),
       ]);
       const ready = sandboxes.markReady(id);
       this.deps.events.publish(sandboxChange('STARTED', id));
@@ -267,13 +215,13 @@ export class SandboxService {
 
   private async startInfra(
     steps: Steps,
+    runtime: RuntimeHandler,
     id: string,
     spec: SandboxSpec,
     sandboxDir: string,
     netnsPath: string | null,
   ): Promise<void> {
     const { store } = this.deps;
-    const runtime = this.deps.runtimes.of({ id, runtimeHandler: spec.runtimeHandler });
     await steps.run('infra-create', async () => {
       steps.onUndo('infra-create', () => this.teardown.deleteInfra(id));
       const bundleDir = join(sandboxDir, 'bundle');
@@ -305,140 +253,17 @@ export class SandboxService {
     });
     await steps.run('infra-start', () => runtime.start(id));
   }
-
-  /** Idempotent: an unknown sandbox has nothing left to stop. */
-  async stop(idOrPrefix: string): Promise<void> {
-    const sandbox = findSandbox(this.deps.store, idOrPrefix, true);
-    if (!sandbox) return;
-    const { id } = sandbox;
-    await this.deps.pods.close(id, () => this.sandboxLock.with(id, () => this.stopLocked(id)));
-  }
-
-  private async stopLocked(id: string): Promise<void> {
-    const { sandboxes } = this.deps.store;
-    const sandbox = sandboxes.get(id);
-    if (!sandbox) return;
-    // kubelet has normally stopped them, with their grace periods, before it gets here.
-    await asStep('containers-stop', async () => this.deps.containers?.stopAllInSandbox(id));
-    // The pod's containers are stopped, so nothing needs the network while the infra dies. A DEL
-    // failure is thrown (kubelet retries Stop) and the record keeps saying the network is up.
-    await allSettledOrThrow([
-      (sandbox.infra ? this.stopInfra(sandbox) : Promise.resolve()).then(() => {
-        sandboxes.markNotReady(id);
-        if (sandbox.state !== 'NOTREADY') this.deps.events.publish(sandboxChange('STOPPED', id));
-      }),
-      this.teardown.releaseNetwork(id),
-    ]);
-    await this.teardown.unmountForStop(id);
-  }
-
-  private async stopInfra(sandbox: Sandbox): Promise<void> {
-    const { config } = this.deps;
-    const runtime = this.deps.runtimes.of(sandbox);
-    const { id } = sandbox;
-    await asStep('infra-stop', async () => {
-      const state = await runtime.state(id);
-      const pid = state?.pid || sandbox.pid;
-      if (!state || state.status === 'stopped' || !(await isRunning(pid))) return;
-      await runtime.kill(id, 'SIGTERM');
-      if (await waitForExit(pid, config.stopGraceMs)) return;
-      await runtime.kill(id, 'SIGKILL');
-      if (!(await waitForExit(pid, 10_000))) throw new Error(`infra process ${pid} survived SIGKILL`);
-    });
-  }
-
-  /** Idempotent: an unknown id is success. */
-  async remove(idOrPrefix: string): Promise<void> {
-    const found = findSandbox(this.deps.store, idOrPrefix, true);
-    if (!found) return;
-    await this.deps.pods.close(found.id, () => this.removeClosed(found.id));
-  }
-
-  private async removeClosed(id: string): Promise<void> {
-    await this.sandboxLock.with(id, async () => {
-      const sandbox = this.deps.store.sandboxes.get(id);
-      if (!sandbox) return;
-      // After a Stop that got as far as the network, only its unmounts can be left, and the teardown
-      // below makes each of them anyway (idempotent syscalls): no read of the mount table to find
-      // out, which waited behind the thread pool's other work for 15 ms while pods came and went.
-      if (sandbox.state !== 'NOTREADY' || networkMayBeAttached(sandbox)) await this.stopLocked(id);
-      await asStep('containers-remove', async () => this.deps.containers?.removeAllInSandbox(id));
-      // Described while its status can still be built; sent only once it is really gone.
-      const deleted = this.deps.events.capture(sandboxChange('DELETED', id));
-      await this.teardown.all(id);
-      deleted();
-      this.deps.logger.info({ sandbox: id }, 'pod sandbox removed');
-    });
-  }
-
-  /** For the daemon's stop: resolves once the dirs of removed pods are deleted, or left to start-up. */
-  filesRemoved(): Promise<void> {
-    return this.teardown.filesRemoved();
-  }
-
-  /** The full id of a READY sandbox, for PortForward to validate before it hands out a URL. */
-  readyId(idOrPrefix: string): string {
-    return this.findReady(idOrPrefix).id;
-  }
-
-  /** A TCP connection to `port` on localhost in the pod's network (the host's for host-network pods). */
-  async dialPort(idOrPrefix: string, port: number, signal: AbortSignal): Promise<Duplex> {
-    const sandbox = this.findReady(idOrPrefix);
-    const netns = sandbox.hostNetwork ? null : sandbox.netnsPath;
-    if (!sandbox.hostNetwork && !netns)
-      throw new FailedPreconditionError(`pod sandbox ${sandbox.id} has no network namespace`);
-    return dialLocalhost(netns, port, { signal, timeoutMs: this.deps.config.runtimeTimeoutMs });
-  }
-
-  status(idOrPrefix: string, verbose: boolean): { view: SandboxView; info?: SandboxVerboseInfo } {
-    const sandbox = findSandbox(this.deps.store, idOrPrefix, false);
-    const view = toView(sandbox);
-    if (!verbose) return { view };
-    return {
-      view,
-      info: {
-        sandboxKey: sandbox.netnsPath,
-        // 0 for a pod without infra: no process holds its namespaces.
-        pid: sandbox.pid,
-        hostNetwork: sandbox.hostNetwork,
-        networkState: sandbox.networkState,
-        cniResult: sandbox.cniResults,
-        sandboxDir: sandbox.sandboxDir,
-        cgroupParent: sandbox.cgroupParent,
-      },
-    };
-  }
-
-  list(filter: SandboxFilter): SandboxView[] {
-    const { sandboxes } = this.deps.store;
-    const found = filter.id ? sandboxes.findByIdPrefix(filter.id) : sandboxes.list();
-    return found
-      .filter((sandbox) => sandbox.state !== 'CREATING')
-      .map(toView)
-      .filter((view) => !filter.state || view.state === filter.state)
-      .filter((view) => matchesLabels(view.labels, filter.labelSelector));
-  }
-
-  private findReady(idOrPrefix: string): Sandbox {
-    const sandbox = findSandbox(this.deps.store, idOrPrefix, false);
-    if (sandbox.state !== 'READY')
-      throw new FailedPreconditionError(`pod sandbox ${sandbox.id} is not ready`);
-    return sandbox;
-  }
 }
 
-export function toView(sandbox: Sandbox): SandboxView {
-  const { spec } = sandbox;
-  return {
-    id: sandbox.id,
-    metadata: spec.metadata,
-    state: sandbox.state === 'READY' ? 'SANDBOX_READY' : 'SANDBOX_NOTREADY',
-    createdAt: sandbox.createdAt,
-    ip: sandbox.ip,
-    additionalIps: sandbox.additionalIps,
-    namespaces: spec.namespaces,
-    labels: spec.labels,
-    annotations: spec.annotations,
-    runtimeHandler: sandbox.runtimeHandler,
-  };
+/** The handler a RunPodSandbox names, looked up once for the whole run; "" is the default. */
+function requestedHandler(handlers: RuntimeHandlers, name: string): RuntimeHandler {
+  const handler = handlers.find(name);
+  if (handler === undefined) {
+    const known = handlers.all().map(({ name }) => name);
+    throw new InvalidArgumentError(
+      'runtime_handler',
+      `"${name}" is not configured (known: ${known.join(', ')})`,
+    );
+  }
+  return handler;
 }

@@ -26,13 +26,18 @@ export function networkMayBeAttached(sandbox: Pick<Sandbox, 'networkState'>): bo
 }
 
 /**
+ * A sandbox as a teardown action is given it: by id, when the action must read the journal record
+ * as it is NOW (an undo registered before the CNI input was recorded), or as the caller has just
+ * read it under the sandbox's lock (Stop, and Remove's actions after their one read).
+ */
+type SandboxRef = string | Sandbox;
+
+/**
  * The undo of everything RunPodSandbox makes, one named action per thing, each written once for
  * the three callers that need it: the undos of a failed RunPodSandbox, RemovePodSandbox, and the
  * start-up repair of a RunPodSandbox a daemon exit interrupted (StopPodSandbox uses the network
- * and netns ones). Each action reads the sandbox's journal record as it is NOW, because the
- * record changes after an undo is registered (the CNI input is recorded later), and each is
- * idempotent: with no record, or nothing recorded to undo, it does nothing, so a teardown that
- * failed halfway can simply be run again.
+ * and netns ones). Each is idempotent: with no record, or nothing recorded to undo, it does
+ * nothing, so a teardown that failed halfway can simply be run again.
  */
 export class SandboxTeardown {
   /** Deletions of set-aside sandbox dirs still under way. */
@@ -41,9 +46,10 @@ export class SandboxTeardown {
   constructor(private readonly deps: TeardownDeps) {}
 
   /** Kills and deletes the infra container, whatever state runc has it in. */
-  async deleteInfra(id: string): Promise<void> {
-    const sandbox = this.deps.sandboxes.get(id);
+  async deleteInfra(ref: SandboxRef): Promise<void> {
+    const sandbox = this.current(ref);
     if (!sandbox?.infra) return;
+    const { id } = sandbox;
     await asStep('infra-delete', () => this.deps.runtimes.of(sandbox).delete(id, { force: true }));
   }
 
@@ -52,35 +58,35 @@ export class SandboxTeardown {
    * DEL leaves the record saying the network is up, so that the next teardown retries it. Returns
    * whether there was a network to release.
    */
-  async releaseNetwork(id: string): Promise<boolean> {
-    const sandbox = this.deps.sandboxes.get(id);
+  async releaseNetwork(ref: SandboxRef): Promise<boolean> {
+    const sandbox = this.current(ref);
     if (!sandbox || !networkMayBeAttached(sandbox)) return false;
     await asStep('cni-del', () => detach(this.deps.cni, sandbox));
-    this.deps.sandboxes.networkTornDown(id);
+    this.deps.sandboxes.networkTornDown(sandbox.id);
     return true;
   }
 
   /** Stop's half of the netns teardown: the pin stays, a file, until Remove. */
-  async unmountNetns(id: string): Promise<void> {
-    const netnsPath = this.deps.sandboxes.get(id)?.netnsPath;
+  async unmountNetns(ref: SandboxRef): Promise<void> {
+    const netnsPath = this.current(ref)?.netnsPath;
     if (!netnsPath) return;
     await asStep('netns-unmount', () => unmountNetns(netnsPath));
   }
 
-  async removeNetns(id: string): Promise<void> {
-    const netnsPath = this.deps.sandboxes.get(id)?.netnsPath;
+  async removeNetns(ref: SandboxRef): Promise<void> {
+    const netnsPath = this.current(ref)?.netnsPath;
     if (!netnsPath) return;
     await asStep('netns-remove', () => removeNetns(netnsPath));
   }
 
-  async unmountShm(id: string): Promise<void> {
-    const sandbox = this.deps.sandboxes.get(id);
+  async unmountShm(ref: SandboxRef): Promise<void> {
+    const sandbox = this.current(ref);
     if (sandbox) await unmountShm(sandbox.sandboxDir);
   }
 
   /** The ipc and uts pins of a pod without infra; the files stay, in the sandbox dir, until Remove. */
-  async unmountNamespaces(id: string): Promise<void> {
-    const sandbox = this.deps.sandboxes.get(id);
+  async unmountNamespaces(ref: SandboxRef): Promise<void> {
+    const sandbox = this.current(ref);
     if (sandbox) await asStep('namespaces-unmount', () => unmountPins(pinPaths(sandbox)));
   }
 
@@ -88,8 +94,8 @@ export class SandboxTeardown {
    * Stop's unmounts: the shm tmpfs, the namespace pins and the netns, with one mount table read
    * and one umount for all of them. The files stay until Remove.
    */
-  async unmountForStop(id: string): Promise<void> {
-    const sandbox = this.deps.sandboxes.get(id);
+  async unmountForStop(ref: SandboxRef): Promise<void> {
+    const sandbox = this.current(ref);
     if (!sandbox) return;
     const paths = [join(sandbox.sandboxDir, SHM_DIR), ...namespaceMounts(sandbox)];
     await asStep('unmount', () => unmountPins(paths));
@@ -99,10 +105,10 @@ export class SandboxTeardown {
    * The shm tmpfs and the namespace pins in it are unmounted, the dir is set aside, and its
    * contents are deleted in the background: nothing of the pod is left at its path on return.
    */
-  async removeDir(id: string): Promise<void> {
-    const sandbox = this.deps.sandboxes.get(id);
+  async removeDir(ref: SandboxRef): Promise<void> {
+    const sandbox = this.current(ref);
     if (!sandbox) return;
-    await this.unmountNamespaces(id);
+    await this.unmountNamespaces(sandbox);
     const aside = await setAsideSandboxDir(sandbox.sandboxDir);
     if (aside === null) return;
     void this.deletions.track(
@@ -122,13 +128,21 @@ export class SandboxTeardown {
 
   /**
    * Everything, newest first, then the record itself. Stops at the first failure and keeps the
-   * record, so the next Remove (or start-up repair) retries from there.
+   * record, so the next Remove (or start-up repair) retries from there. The record is read once:
+   * no action changes what a later one reads of it.
    */
   async all(id: string): Promise<void> {
-    await this.deleteInfra(id);
-    await this.releaseNetwork(id);
-    await this.removeNetns(id);
-    await this.removeDir(id);
+    const sandbox = this.deps.sandboxes.get(id);
+    if (sandbox) {
+      await this.deleteInfra(sandbox);
+      await this.releaseNetwork(sandbox);
+      await this.removeNetns(sandbox);
+      await this.removeDir(sandbox);
+    }
     this.deps.sandboxes.delete(id);
+  }
+
+  private current(ref: SandboxRef): Sandbox | undefined {
+    return typeof ref === 'string' ? this.deps.sandboxes.get(ref) : ref;
   }
 }

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { ContainerMount, ContainerSecurity, ContainerSpec } from '../../src/model/container.js';
 import { run } from '../../src/exec.js';
 import { mountContaining, parseMountInfo } from '../../src/mounts/mountinfo.js';
-import { allCapabilities, effectiveCapabilities } from '../../src/oci/capabilities.js';
+import { allCapabilities, containerCapabilities } from '../../src/oci/capabilities.js';
 import { buildContainerSpec } from '../../src/oci/container.js';
 import type { ContainerSpecInput } from '../../src/oci/container-input.js';
 import { hostDevices } from '../../src/oci/devices.js';
@@ -140,8 +140,7 @@ async function specFor(
   const sec = spec.security;
   const user = await resolveUser(rootfs, sec, undefined);
   const { mounts } = await resolveMounts(spec.mounts);
-  const all = await allCapabilities();
-  const caps = effectiveCapabilities(sec, all);
+  const capabilities = containerCapabilities(sec, await allCapabilities());
   ids.push(id);
   return buildContainerSpec({
     containerId: id,
@@ -165,12 +164,12 @@ async function specFor(
     },
     cgroupsPath: `${cgroupParent}/${id}`,
     oomScoreAdj: clampOomScoreAdj(0),
-    seccomp: sec.privileged ? null : defaultSeccompProfile(caps),
+    seccomp: sec.privileged ? null : defaultSeccompProfile(capabilities.set),
     apparmorProfile: null,
     devices: sec.privileged ? await hostDevices() : [],
     deviceRules: [],
     mounts,
-    allCapabilities: all,
+    capabilities,
     ...over,
   });
 }

@@ -560,23 +560,32 @@ describe('a CNI DEL that fails', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   });
 });
 
-describe('a runc that cannot report at start-up', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
-  // runc's `state` and `list` fail while this file exists; every other verb runs the real runc.
-  const failFile = join('/run', `berth-test-runc-fails-${hex()}`);
-  const wrapper = `${failFile}.sh`;
+/**
+ * A runc stand-in at `<flag>.sh` for the suite: while file `flag` exists, it runs `act` (sh) for
+ * each argument matching `verbs` (a case pattern) before the real runc; both are removed after.
+ */
+function runcWrapperWhile(flag: string, verbs: string, act: string): string {
+  const wrapper = `${flag}.sh`;
   before(async () => {
     await writeRuncWrapper(wrapper, [
-      `if [ -e '${failFile}' ]; then`,
+      `if [ -e '${flag}' ]; then`,
       '  for arg in "$@"; do',
-      '    case "$arg" in state|list) echo "runc: simulated failure" >&2; exit 1;; esac',
+      `    case "$arg" in ${verbs}) ${act};; esac`,
       '  done',
       'fi',
     ]);
   });
   after(async () => {
-    await rm(failFile, { force: true });
+    await rm(flag, { force: true });
     await rm(wrapper, { force: true });
   });
+  return wrapper;
+}
+
+describe('a runc that cannot report at start-up', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  // runc's `state` and `list` fail while this file exists; every other verb runs the real runc.
+  const failFile = join('/run', `berth-test-runc-fails-${hex()}`);
+  const wrapper = runcWrapperWhile(failFile, 'state|list', 'echo "runc: simulated failure" >&2; exit 1');
   const daemon = useDaemon({ extraArgs: ['--runtime', wrapper] });
 
   test('a failing runc list or state leaves a live pod READY, logged, rather than marking it dead', async () => {
@@ -591,6 +600,26 @@ describe('a runc that cannot report at start-up', { skip, timeout: SUITE_TIMEOUT
     const after = await podStatus<WireStatus>(d.cri, id);
     assert.equal(after.status.state, 'SANDBOX_READY');
     assert.ok(await isRunning(before.info.pid), 'the infra was killed');
+    await stopAndRemovePod(d.cri, id);
+  });
+});
+
+describe('start-up asks each runc for its containers once', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  // Every `runc list` is logged while the log exists; every call then runs the real runc.
+  const callLog = join('/run', `berth-test-runc-lists-${hex()}`);
+  const wrapper = runcWrapperWhile(callLog, 'list', `echo list >> '${callLog}'`);
+  const daemon = useDaemon({ extraArgs: ['--runtime', wrapper] });
+
+  test('one `runc list` serves both the infra checks and the orphan sweep', async () => {
+    const d = daemon();
+    const id = await runPodSandbox(d.cri, infraPod(`listed-${hex()}`));
+    await d.kill9();
+    await writeFile(callLog, '');
+    await startAndLog(d);
+    const lists = (await readFile(callLog, 'utf8')).split('\n').filter(Boolean);
+    await rm(callLog, { force: true });
+    assert.equal(lists.length, 1);
+    assert.equal((await podStatus<WireStatus>(d.cri, id)).status.state, 'SANDBOX_READY');
     await stopAndRemovePod(d.cri, id);
   });
 });

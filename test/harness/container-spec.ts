@@ -2,12 +2,12 @@
  * Domain specs for tests of what is built from them (OCI specs, users): the plainest container
  * and pod, each field overridable. A test's own defaults go in its overrides.
  */
-import { emptyResources } from '../../src/cri/container.js';
+import { emptyResources } from '../../src/cri/container-spec.js';
 import type { ContainerSecurity, ContainerSpec } from '../../src/model/container.js';
 import type { SandboxSpec } from '../../src/model/sandbox.js';
 
 /** No limits at all, as src/cri builds them from an empty request. */
-export { emptyResources } from '../../src/cri/container.js';
+export { emptyResources } from '../../src/cri/container-spec.js';
 
 /** Unprivileged, the pod's network and IPC, a pid namespace of its own, runtime-default profiles. */
 export function containerSecurity(over: Partial<ContainerSecurity> = {}): ContainerSecurity {

@@ -10,7 +10,7 @@ import { cgroupManager, type CgroupManager } from '../../src/cgroups/index.js';
 import { MonitorCgroup } from '../../src/cgroups/monitor.js';
 import { probeCgroupHost, type CgroupHost, type CgroupVersion } from '../../src/cgroups/probe.js';
 import { controllerDir } from '../../src/cgroups/stats.js';
-import { emptyResources } from '../../src/cri/container.js';
+import { emptyResources } from '../../src/cri/container-spec.js';
 import { parseMountInfo } from '../../src/mounts/mountinfo.js';
 import type { ContainerResources } from '../../src/model/container.js';
 import { fakeTreeMaker } from '../harness/files.js';

@@ -10,16 +10,15 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Server, ServerCredentials, status, type ServiceError } from '@grpc/grpc-js';
 import { pino } from 'pino';
+import { containerHandlers } from '../../src/cri/container.js';
+import { toContainerSpec, toResources } from '../../src/cri/container-spec.js';
 import {
-  containerHandlers,
-  toContainerSpec,
   toListFilter,
-  toResources,
   toStatsFilter,
   toWireContainer,
   toWireContainerStatus,
   toWireResources,
-} from '../../src/cri/container.js';
+} from '../../src/cri/container-status.js';
 import { toWireStats } from '../../src/cri/stats.js';
 import { RpcEdge, type UnaryHandler } from '../../src/cri/handler.js';
 import { loadCriServices } from '../../src/cri/loader.js';

@@ -8,6 +8,7 @@ import {
   allCapabilities,
   capabilitiesInMask,
   capabilitiesUpTo,
+  containerCapabilities,
   effectiveCapabilities,
   KNOWN_CAPABILITIES,
   normalizeCapability,
@@ -47,7 +48,7 @@ function input(spec: ContainerSpec, over: Partial<ContainerSpecInput> = {}): Con
     devices: [],
     deviceRules: [],
     mounts: spec.mounts,
-    allCapabilities: KNOWN_CAPABILITIES,
+    capabilities: containerCapabilities(spec.security, KNOWN_CAPABILITIES),
     ...over,
   };
 }
@@ -219,6 +220,14 @@ test('capabilities: ambient ones are also inheritable and in the set', () => {
   assert.deepEqual(caps?.ambient, ['CAP_NET_BIND_SERVICE']);
   assert.deepEqual(caps?.inheritable, ['CAP_NET_BIND_SERVICE']);
   assert.deepEqual(caps?.bounding, ['CAP_NET_BIND_SERVICE']);
+});
+
+test('capabilities: the spec takes the sets its caller worked out once, and works out none itself', () => {
+  const spec = containerSpec({}, { addCapabilities: ['NET_ADMIN'] });
+  const capabilities = { set: ['CAP_KILL', 'CAP_NET_RAW'], ambient: ['CAP_NET_RAW'] };
+  const out = buildContainerSpec(input(spec, { capabilities }));
+  assert.deepEqual(out.process?.capabilities?.bounding, ['CAP_KILL', 'CAP_NET_RAW']);
+  assert.deepEqual(out.process?.capabilities?.ambient, ['CAP_NET_RAW']);
 });
 
 test('capabilities: kernel list by cap_last_cap, names normalised', async () => {
@@ -451,6 +460,19 @@ test('mounts: rro needs readonly and PRIVATE', () => {
   }
 });
 
+test('mounts: the spec refuses rro in the words of the edge: one rule for both', () => {
+  const cases: [ContainerMount, RegExp][] = [
+    [mount('/x', { recursiveReadOnly: true }), /requires readonly to be set/],
+    [
+      mount('/x', { recursiveReadOnly: true, readonly: true, propagation: 'BIDIRECTIONAL' }),
+      /requires PROPAGATION_PRIVATE/,
+    ],
+  ];
+  for (const [m, message] of cases) {
+    assert.throws(() => buildContainerSpec(input(containerSpec({ mounts: [m] }))), { message });
+  }
+});
+
 // ---- security
 
 test('unprivileged: default masked and readonly paths, given ones when set, seccomp and apparmor', () => {
@@ -497,7 +519,7 @@ test('privileged: all capabilities, no masks, rw sys and cgroup, all devices, no
       devices: [device],
       seccomp: { defaultAction: 'SCMP_ACT_ERRNO' },
       apparmorProfile: 'p',
-      allCapabilities: capabilitiesUpTo(40),
+      capabilities: containerCapabilities(spec.security, capabilitiesUpTo(40)),
     }),
   );
   assert.deepEqual(out.process?.capabilities?.bounding, [...KNOWN_CAPABILITIES]);
