@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
 import { Store } from '../../src/store/index.js';
+import { selectRows } from '../harness/database.js';
 import { fixtureRecords, makeFixtureDatabase, named, type FixtureRecords } from '../harness/store-fixture.js';
 
 describe('a database written before versioned records', () => {
@@ -85,5 +86,36 @@ describe('a database written before versioned records', () => {
     assert.equal(image.repoTags.length, 1);
     assert.equal(image.repoDigests.length, 1);
     assert.deepEqual(store.images.getImage(image.id), store.images.findImageByName(image.repoTags[0] ?? ''));
+  });
+
+  it('takes transitions on the old rows without rewriting their specs', () => {
+    const specs = (): unknown[] =>
+      ['sandboxes', 'containers'].flatMap((table) =>
+        selectRows(dir, `SELECT id, config_json, spec_version FROM ${table} ORDER BY id`),
+      );
+    const before = specs();
+    const running = named(expected.containers, 'running');
+    const created = named(expected.containers, 'created');
+    const ready = named(expected.sandboxes, 'fixture-ready');
+    const exit = { exitCode: 137, reason: 'Error', message: '', finishedAt: '1795784949000000000' };
+    assert.deepEqual(store.containers.markExited(running.id, exit), {
+      ...running,
+      ...exit,
+      state: 'EXITED',
+      pid: 0,
+    });
+    const resources = { ...created.spec.resources, cpuShares: 1024 };
+    assert.deepEqual(store.containers.updateResources(created.id, resources), {
+      ...created,
+      spec: { ...created.spec, resources },
+    });
+    assert.deepEqual(store.sandboxes.markNotReady(ready.id), { ...ready, state: 'NOTREADY', pid: 0 });
+    assert.deepEqual(store.sandboxes.networkTornDown(ready.id), {
+      ...ready,
+      state: 'NOTREADY',
+      pid: 0,
+      networkState: 'TORN_DOWN',
+    });
+    assert.deepEqual(specs(), before);
   });
 });
