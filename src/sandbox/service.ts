@@ -142,8 +142,10 @@ export class SandboxService {
     sandboxes.insert(sandbox);
     this.deps.events.publish(sandboxChange('CREATED', id));
 
+    // Steps are not journaled one by one: start-up undoes every one of them whatever the row says,
+    // and the writes crash safety needs (the row, the CNI input and each plugin's start) are made
+    // by the steps that need them.
     const steps = new Steps('RunPodSandbox', log, async (step) => {
-      sandboxes.beginStep(id, step);
       await pauseIfAsked(
         {
           pauseBeforeStep: this.deps.pauseBeforeStep,
