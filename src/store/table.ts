@@ -119,9 +119,10 @@ export class Table<Rec extends { id: string }, T> {
   }
 
   /**
-   * The change of `columns` (never the identity) where `guard` (SQL over the row's columns, no
-   * parameters) holds, as one UPDATE statement: one commit, and no read of the row before it. The
-   * row comes back from the statement itself (RETURNING), its spec decoded only if it changed.
+   * The change of `columns` (never the identity) where `guard` holds, as one UPDATE statement: one
+   * commit, and no read of the row before it. `guard` is SQL over the row's columns and the new
+   * values (`@column`). The row comes back from the statement itself (RETURNING), its spec decoded
+   * only if it changed.
    */
   change(columns: readonly (keyof Rec & string)[], guard: string): Change<Rec, T> {
     const fixed = new Set<string>(['id', ...this.shape.identity]);
