@@ -142,9 +142,8 @@ export class SandboxService {
     sandboxes.insert(sandbox);
     this.deps.events.publish(sandboxChange('CREATED', id));
 
-    // Steps are not journaled one by one: start-up undoes every one of them whatever the row says,
-    // and the writes crash safety needs (the row, the CNI input and each plugin's start) are made
-    // by the steps that need them.
+    // No step is journaled by name: start-up undoes them all whatever the row says, and each step
+    // commits what its undo needs (the CNI input, each plugin's start) before it acts.
     const steps = new Steps('RunPodSandbox', log, async (step) => {
       await pauseIfAsked(
         {
