@@ -199,9 +199,27 @@ const addSandboxInfra = `
 ALTER TABLE sandboxes ADD COLUMN infra INTEGER NOT NULL DEFAULT 1 CHECK (infra IN (0, 1));
 `;
 
+/**
+ * Specs written once, with the version of their shape. config_json holds what RunPodSandbox or
+ * CreateContainer received, as berth stored it, and is never rewritten: a later berth reads an
+ * older shape through its decoder (src/store/spec-codec.ts), which fills what that shape lacked.
+ * Rows from before the column hold shape 1. The limits UpdateContainerResources sets go to
+ * resources_json, with the version of their own shape, NULL until it first runs; rows from before
+ * kept them inside config_json, which is where NULL says to look.
+ */
+const addSpecVersions = `
+ALTER TABLE sandboxes ADD COLUMN spec_version INTEGER NOT NULL DEFAULT 1 CHECK (spec_version >= 1);
+ALTER TABLE containers ADD COLUMN spec_version INTEGER NOT NULL DEFAULT 1 CHECK (spec_version >= 1);
+ALTER TABLE containers ADD COLUMN resources_json TEXT
+  CHECK (resources_json IS NULL OR (json_valid(resources_json) AND json_type(resources_json) = 'object'));
+ALTER TABLE containers ADD COLUMN resources_version INTEGER
+  CHECK ((resources_version IS NULL) = (resources_json IS NULL) AND (resources_version IS NULL OR resources_version >= 1));
+`;
+
 export const migrations: readonly Migration[] = [
   { version: 1, name: 'create sandboxes', sql: createSandboxes },
   { version: 2, name: 'create images', sql: createImages },
   { version: 3, name: 'create containers', sql: createContainers },
   { version: 4, name: 'sandbox infra flag', sql: addSandboxInfra },
+  { version: 5, name: 'spec versions', sql: addSpecVersions },
 ];

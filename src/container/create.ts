@@ -14,7 +14,7 @@ import { nowNanos } from '../time.js';
 import type { ContainerServiceDeps } from './context.js';
 import { findContainer } from './lookup.js';
 import { prepareSpec, type PrepareInput } from './prepare.js';
-import type { ContainerTeardown, CreateStep } from './teardown.js';
+import { CREATE_STEPS, type ContainerTeardown, type CreateStep } from './teardown.js';
 import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
 
 /**
@@ -50,9 +50,10 @@ export class ContainerCreation {
     const cgroups = this.deps.cgroups.cgroupsPath(pod.cgroupParent, id);
 
     // The record is the journal, written first: a crash later leaves a CREATING record that
-    // start-up rolls back. It also reserves the (sandbox, name, attempt) triple.
-    store.containers.insert(
-      newContainer({
+    // start-up rolls back. It also reserves the (sandbox, name, attempt) triple, and journals the
+    // first step, which then costs no commit of its own.
+    store.containers.insert({
+      ...newContainer({
         id,
         sandboxId: sandbox.id,
         spec,
@@ -62,7 +63,8 @@ export class ContainerCreation {
         bundleDir,
         cgroupsPath: cgroups,
       }),
-    );
+      step: CREATE_STEPS[0],
+    });
 
     const steps = new Steps('CreateContainer', log, async (step) => {
       store.containers.beginStep(id, step);
@@ -110,8 +112,8 @@ export class ContainerCreation {
         store.containers.userResolved(id, prepared.user);
         for (const note of prepared.notes) log.warn(note);
       });
-      await step('monitor', async () => {
-        const created = await runtime.create({
+      const created = await step('monitor', () =>
+        runtime.create({
           id,
           name: `${pod.metadata.namespace}_${pod.metadata.name}_${spec.metadata.name}`,
           bundleDir,
@@ -119,10 +121,10 @@ export class ContainerCreation {
           stdin: spec.stdin,
           stdinOnce: spec.stdinOnce,
           tty: spec.tty,
-        });
-        store.containers.processCreated(id, created);
-      });
-      this.deps.events.publish(containerChange('CREATED', store.containers.markCreated(id)));
+        }),
+      );
+      // The processes and the state in one commit: nothing acts between the two.
+      this.deps.events.publish(containerChange('CREATED', store.containers.markCreated(id, created)));
       steps.release();
       log.info({ name: spec.metadata.name, stepsMs: steps.timingsMs }, 'container created');
       return id;

@@ -1,6 +1,6 @@
 /**
  * Every state a container may be in and every named transition between them: the one place that
- * says which change may follow which. ContainerRepo applies these, one transaction each; nothing
+ * says which change may follow which. ContainerRepo applies these, one guarded UPDATE each; nothing
  * else writes a container's state.
  */
 import { follow, type Rule } from './lifecycle.js';

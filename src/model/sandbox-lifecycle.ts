@@ -1,7 +1,7 @@
 /**
  * Every state a pod sandbox and its network may be in, and every named transition between them:
  * the one place that says which change may follow which. SandboxRepo applies these, one
- * transaction each; nothing else writes a sandbox's states.
+ * guarded UPDATE each; nothing else writes a sandbox's states.
  */
 import { follow, type Rule } from './lifecycle.js';
 
@@ -32,7 +32,7 @@ export interface SandboxRule {
 }
 
 const rules = {
-  /** RunPodSandbox journals the step it is about to take. */
+  /** A step journaled by name before it acts (RunPodSandbox journals none: see Sandbox.step). */
   beginStep: { state: { from: ['CREATING'] } },
   /** runc created the infra; its pid is recorded. */
   infraCreated: { state: { from: ['CREATING'] } },

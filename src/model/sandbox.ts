@@ -84,7 +84,10 @@ export interface Sandbox {
   uid: string;
   attempt: number;
   state: SandboxState;
-  /** Name of the last RunPodSandbox step begun; for repair logs after a crash. */
+  /**
+   * 'reserve' while RunPodSandbox runs (its steps are not journaled one by one: start-up repair
+   * undoes all of them), 'ready' once ready, 'failed at <step>' when a failed run left it.
+   */
   step: string;
   spec: SandboxSpec;
   runtimeHandler: string;

@@ -125,10 +125,8 @@ async function rollBack(
     throw err;
   }
   report.rolledBack.push(sandbox.id);
-  deps.logger.warn(
-    { sandbox: sandbox.id, step: sandbox.step },
-    'rolled back a RunPodSandbox interrupted by a daemon exit',
-  );
+  // No step to name: RunPodSandbox journals none (see Sandbox.step), and the teardown needs none.
+  deps.logger.warn({ sandbox: sandbox.id }, 'rolled back a RunPodSandbox interrupted by a daemon exit');
 }
 
 /** Per handler name: runc's containers by id, or the error of a `runc list` that failed twice. */

@@ -93,8 +93,9 @@ export class SandboxRun {
     sandboxes.insert(sandbox);
     this.deps.events.publish(sandboxChange('CREATED', id));
 
+    // No step is journaled by name: start-up undoes them all whatever the row says, and each step
+    // commits what its undo needs (the CNI input, each plugin's start) before it acts.
     const steps = new Steps('RunPodSandbox', log, async (step) => {
-      sandboxes.beginStep(id, step);
       await pauseIfAsked(
         {
           pauseBeforeStep: this.deps.pauseBeforeStep,

@@ -1,16 +1,9 @@
-import type { Container, ContainerSpec, ContainerUser } from '../model/container.js';
+import type { Container, ContainerResources, ContainerSpec, ContainerUser } from '../model/container.js';
 import { CONTAINER_STATES } from '../model/container-lifecycle.js';
 import { AlreadyExistsError, NotFoundError } from '../errors.js';
-import {
-  corrupt,
-  decodeJson,
-  hasObjectField,
-  isNumberArray,
-  isObject,
-  parseEnum,
-  parseJson,
-  type ColumnOf,
-} from './columns.js';
+import { corrupt, isNumberArray, isObject, parseEnum, parseJson, type ColumnOf } from './columns.js';
+import type { WrittenOnce } from './kept.js';
+import { CONTAINER_RESOURCES, CONTAINER_SPEC, currentVersion, decodeSpec } from './spec-codec.js';
 import type { Mapping, TableShape } from './table.js';
 
 /** One `containers` row exactly as better-sqlite3 reads it and binds it (see state/migrations.ts). */
@@ -36,6 +29,12 @@ export interface ContainerRecord {
   bundle_dir: string;
   cgroups_path: string;
   user_json: string;
+  /** The shape config_json (and resources_json) was written in (src/store/spec-codec.ts). */
+  spec_version: number;
+  /** The limits UpdateContainerResources set, replacing the spec's; NULL until it runs. */
+  resources_json: string | null;
+  /** The shape resources_json was written in; NULL with it. */
+  resources_version: number | null;
 }
 
 /** Column list in declaration order, shared by every statement so SELECTs and INSERTs agree. */
@@ -61,6 +60,9 @@ export const CONTAINER_COLUMNS = [
   'bundle_dir',
   'cgroups_path',
   'user_json',
+  'spec_version',
+  'resources_json',
+  'resources_version',
 ] as const satisfies readonly (keyof ContainerRecord)[];
 
 export const CONTAINER_TABLE: TableShape<ContainerRecord> = {
@@ -94,9 +96,11 @@ export const CONTAINER_TABLE: TableShape<ContainerRecord> = {
 const NO_USER = '{}';
 
 /**
- * The typed record: JSON columns parsed here, once, and nowhere else; the state is re-checked so a
- * hand-edited row fails here rather than as a wrong CRI state later. Explicit fields on the way
- * in: a caller's object may carry extra properties, which better-sqlite3 would reject.
+ * The typed record: JSON columns parsed here, once, and nowhere else (the spec through its
+ * versioned decoder, with the resources changed since, once per row when the table keeps specs);
+ * the state is re-checked so a hand-edited row fails here rather than as a wrong CRI state later.
+ * Explicit fields on the way in: a caller's object may carry extra properties, which
+ * better-sqlite3 would reject.
  */
 export const containerMapping: Mapping<ContainerRecord, Container> = {
   toRecord: (container) => ({
@@ -121,15 +125,19 @@ export const containerMapping: Mapping<ContainerRecord, Container> = {
     bundle_dir: container.bundleDir,
     cgroups_path: container.cgroupsPath,
     user_json: encodeUser(container.user),
+    spec_version: currentVersion(CONTAINER_SPEC),
+    // Written whole, the spec holds the resources.
+    resources_json: null,
+    resources_version: null,
   }),
-  fromRecord: (record) => ({
+  fromRecord: (record, specs) => ({
     id: record.id,
     sandboxId: record.sandbox_id,
     name: record.name,
     attempt: record.attempt,
     state: parseEnum(CONTAINER_STATES, record.state, columnOf(record, 'state')),
     step: record.step,
-    spec: decodeJson<ContainerSpec>(record.config_json, isSpec, columnOf(record, 'config_json')),
+    spec: decodeContainerSpec(record, specs),
     imageName: record.image_name,
     imageId: record.image_id,
     createdAt: record.created_at,
@@ -151,11 +159,36 @@ function columnOf(record: ContainerRecord, column: string): ColumnOf {
   return { noun: 'container', id: record.id, column };
 }
 
-function isSpec(value: unknown): boolean {
-  return hasObjectField(value, 'metadata');
+function decodeContainerSpec(record: ContainerRecord, specs?: WrittenOnce): ContainerSpec {
+  const { spec_version: version, config_json: text, resources_json: resources } = record;
+  const decode = (): ContainerSpec => {
+    const spec = decodeSpec<ContainerSpec>(CONTAINER_SPEC, version, text, columnOf(record, 'config_json'));
+    if (resources === null) return spec;
+    const where = columnOf(record, 'resources_json');
+    const changed = decodeSpec<ContainerResources>(
+      CONTAINER_RESOURCES,
+      record.resources_version ?? 0,
+      resources,
+      where,
+    );
+    return { ...spec, resources: changed };
+  };
+  return specs
+    ? specs.value(record.id, [version, text, resources, record.resources_version], decode)
+    : decode();
 }
 
-function encodeUser(user: ContainerUser | null): string {
+/** The columns of `resources` changed by UpdateContainerResources, in the shape a berth writes now. */
+export function encodeResources(
+  resources: ContainerResources,
+): Pick<ContainerRecord, 'resources_json' | 'resources_version'> {
+  return {
+    resources_json: JSON.stringify(resources),
+    resources_version: currentVersion(CONTAINER_RESOURCES),
+  };
+}
+
+export function encodeUser(user: ContainerUser | null): string {
   if (user === null) return NO_USER;
   return JSON.stringify({ uid: user.uid, gid: user.gid, additionalGids: user.additionalGids });
 }

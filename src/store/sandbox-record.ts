@@ -5,7 +5,6 @@ import { AlreadyExistsError } from '../errors.js';
 import {
   decodeJson,
   encodeNullableJson,
-  hasObjectField,
   isObject,
   isStringArray,
   parseEnum,
@@ -13,6 +12,8 @@ import {
   corrupt,
   type ColumnOf,
 } from './columns.js';
+import type { WrittenOnce } from './kept.js';
+import { currentVersion, decodeSpec, SANDBOX_SPEC } from './spec-codec.js';
 import type { Mapping, TableShape } from './table.js';
 
 /** One `sandboxes` row exactly as better-sqlite3 reads it and binds it (see state/migrations.ts). */
@@ -41,6 +42,8 @@ export interface SandboxRecord {
   sandbox_dir: string;
   /** 0 or 1, as host_network. */
   infra: number;
+  /** The shape config_json was written in (src/store/spec-codec.ts). */
+  spec_version: number;
 }
 
 /** Column list in declaration order, shared by every statement so SELECTs and INSERTs agree. */
@@ -66,6 +69,7 @@ export const SANDBOX_COLUMNS = [
   'cgroup_parent',
   'sandbox_dir',
   'infra',
+  'spec_version',
 ] as const satisfies readonly (keyof SandboxRecord)[];
 
 export const SANDBOX_TABLE: TableShape<SandboxRecord> = {
@@ -82,7 +86,8 @@ export const SANDBOX_TABLE: TableShape<SandboxRecord> = {
 };
 
 /**
- * The typed record: JSON columns parsed here, once, and nowhere else; the states are re-checked so
+ * The typed record: JSON columns parsed here, once, and nowhere else (the spec through its
+ * versioned decoder, and once per row when the table keeps it); the states are re-checked so
  * a hand-edited row fails here rather than as a wrong CRI state later. Explicit fields on the way
  * in: a caller's object may carry extra properties, which better-sqlite3 would reject.
  */
@@ -109,8 +114,9 @@ export const sandboxMapping: Mapping<SandboxRecord, Sandbox> = {
     cgroup_parent: sandbox.cgroupParent,
     sandbox_dir: sandbox.sandboxDir,
     infra: sandbox.infra ? 1 : 0,
+    spec_version: currentVersion(SANDBOX_SPEC),
   }),
-  fromRecord: (record) => {
+  fromRecord: (record, specs) => {
     const where = columnOf(record);
     return {
       id: record.id,
@@ -120,7 +126,7 @@ export const sandboxMapping: Mapping<SandboxRecord, Sandbox> = {
       attempt: record.attempt,
       state: parseEnum(SANDBOX_STATES, record.state, where('state')),
       step: record.step,
-      spec: decodeJson<SandboxSpec>(record.config_json, isSpec, where('config_json')),
+      spec: decodeSandboxSpec(record, where('config_json'), specs),
       runtimeHandler: record.runtime_handler,
       hostNetwork: record.host_network === 1,
       netnsPath: record.netns_path,
@@ -128,7 +134,7 @@ export const sandboxMapping: Mapping<SandboxRecord, Sandbox> = {
       cniConfig:
         record.cni_config_json === null
           ? null
-          : decodeJson<StoredNetworking>(record.cni_config_json, isNetworking, where('cni_config_json')),
+          : decodeNetworking(record.cni_config_json, where('cni_config_json')),
       cniResults:
         record.cni_result_json === null
           ? null
@@ -154,8 +160,13 @@ function parseStringArray(json: string, where: ColumnOf): string[] {
   throw corrupt(where, json);
 }
 
-function isSpec(value: unknown): boolean {
-  return hasObjectField(value, 'metadata');
+function decodeSandboxSpec(record: SandboxRecord, where: ColumnOf, specs?: WrittenOnce): SandboxSpec {
+  const decode = (): SandboxSpec => decodeSpec(SANDBOX_SPEC, record.spec_version, record.config_json, where);
+  return specs ? specs.value(record.id, [record.spec_version, record.config_json], decode) : decode();
+}
+
+export function decodeNetworking(json: string, where: ColumnOf): StoredNetworking {
+  return decodeJson<StoredNetworking>(json, isNetworking, where);
 }
 
 function isNetworking(value: unknown): boolean {

@@ -1,12 +1,13 @@
 /**
  * What every keyed table of the store does the same way: insert with its constraint errors told
- * apart, look-up by id and by id prefix, listing oldest first, read-change-write under one
- * IMMEDIATE transaction, delete. A repository gives the table's shape and how its values map to
- * records; the SQL for these lives here only.
+ * apart, look-up by id and by id prefix, listing oldest first, guarded changes of some columns,
+ * read-change-write under one IMMEDIATE transaction, delete. A repository gives the table's shape
+ * and how its values map to records; the SQL for these lives here only.
  */
 import Database from 'better-sqlite3';
 
 import { NotFoundError } from '../errors.js';
+import { KeptValues, WrittenOnce } from './kept.js';
 
 /**
  * Numeric order of the canonical decimal created_at (the schema forbids leading zeros), then
@@ -44,8 +45,15 @@ export interface TableShape<Rec> {
 /** How a repository's values become records (exactly as better-sqlite3 binds and reads them) and back. */
 export interface Mapping<Rec, T> {
   toRecord(value: T): Rec;
-  fromRecord(record: Rec): T;
+  /** `specs`: where the table keeps the specs it decoded, written once; absent, each is decoded. */
+  fromRecord(record: Rec, specs?: WrittenOnce): T;
 }
+
+/**
+ * A change of some columns of row `id`, made only where the row satisfies the change's guard:
+ * returns the row's value as it now is, or undefined when no row `id` satisfied it (nothing changed).
+ */
+export type Change<Rec, T> = (id: string, values: Partial<Rec>) => T | undefined;
 
 /** How a table keeps what it reads. */
 export interface TableOptions {
@@ -77,6 +85,7 @@ export class Table<Rec extends { id: string }, T> {
   private readonly statements: Statements<Rec>;
   private readonly updateInTransaction: Database.Transaction<(id: string, change: (current: T) => T) => T>;
   private readonly kept: KeptValues<T> | null;
+  private readonly specs = new WrittenOnce();
 
   constructor(
     private readonly db: Database.Database,
@@ -90,7 +99,7 @@ export class Table<Rec extends { id: string }, T> {
     this.updateInTransaction = db.transaction((id: string, change: (current: T) => T): T => {
       const current = this.statements.get.get(id);
       if (current === undefined) throw new NotFoundError(shape.noun, id);
-      const next = change(mapping.fromRecord(current));
+      const next = change(mapping.fromRecord(current, this.specs));
       this.statements.update.run(mapping.toRecord(next));
       return next;
     });
@@ -109,6 +118,36 @@ export class Table<Rec extends { id: string }, T> {
     }
   }
 
+  /**
+   * The change of `columns` (never the identity) where `guard` holds, as one UPDATE statement: one
+   * commit, and no read of the row before it. `guard` is SQL over the row's columns and the new
+   * values (`@column`). The row comes back from the statement itself (RETURNING), its spec decoded
+   * only if it changed.
+   */
+  change(columns: readonly (keyof Rec & string)[], guard: string): Change<Rec, T> {
+    const fixed = new Set<string>(['id', ...this.shape.identity]);
+    const refused = columns.filter((column) => fixed.has(column));
+    if (refused.length > 0) throw new Error(`${this.shape.name}: a change may not set ${refused.join(', ')}`);
+    const assignments = columns.map((column) => `${column} = @${column}`).join(', ');
+    const update = this.db.prepare<[Partial<Rec>], Rec>(
+      `UPDATE ${this.shape.name} SET ${assignments} WHERE id = @id AND (${guard}) ` +
+        `RETURNING ${this.shape.columns.join(', ')}`,
+    );
+    return (id, values) => {
+      let record: Rec | undefined;
+      try {
+        record = update.get({ ...values, id });
+      } catch (err) {
+        this.kept?.forget(id);
+        throw err;
+      }
+      if (record === undefined) return undefined;
+      const value = this.mapping.fromRecord(record, this.specs);
+      this.kept?.replace(id, value);
+      return value;
+    };
+  }
+
   get(id: string): T | undefined {
     this.kept?.checkVersion();
     return this.valueOf(id);
@@ -120,7 +159,7 @@ export class Table<Rec extends { id: string }, T> {
 
   private read(id: string): T | undefined {
     const record = this.statements.get.get(id);
-    return record === undefined ? undefined : this.mapping.fromRecord(record);
+    return record === undefined ? undefined : this.mapping.fromRecord(record, this.specs);
   }
 
   /** The values of rows `ids`, kept ones as they are; a row gone meanwhile is left out. */
@@ -137,14 +176,16 @@ export class Table<Rec extends { id: string }, T> {
   findByIdPrefix(prefix: string): T[] {
     if (prefix === '') return [];
     if (this.kept) return this.values(this.kept, () => this.statements.idsByPrefix.all({ prefix }));
-    return this.statements.byIdPrefix.all({ prefix }).map((record) => this.mapping.fromRecord(record));
+    return this.statements.byIdPrefix
+      .all({ prefix })
+      .map((record) => this.mapping.fromRecord(record, this.specs));
   }
 
   /** Oldest first. */
   list(): T[] {
     const kept = this.kept;
     if (kept) return this.values(kept, () => kept.order(() => this.statements.ids.all()));
-    return this.statements.list.all().map((record) => this.mapping.fromRecord(record));
+    return this.statements.list.all().map((record) => this.mapping.fromRecord(record, this.specs));
   }
 
   /** A query for the rows where `condition` (SQL with `?` parameters) holds, oldest first. */
@@ -157,7 +198,8 @@ export class Table<Rec extends { id: string }, T> {
       return (...params) => this.values(kept, () => ids.all(...params));
     }
     const statement = this.db.prepare<P, Rec>(select(this.shape.columns.join(', ')));
-    return (...params) => statement.all(...params).map((record) => this.mapping.fromRecord(record));
+    return (...params) =>
+      statement.all(...params).map((record) => this.mapping.fromRecord(record, this.specs));
   }
 
   /**
@@ -180,61 +222,9 @@ export class Table<Rec extends { id: string }, T> {
       return this.statements.delete.run(id).changes > 0;
     } finally {
       this.kept?.forget(id);
+      this.specs.forget(id);
     }
   }
-}
-
-/**
- * The values a table read, and its ids in listing order, for as long as they are what the database
- * holds: this connection's own writes forget what they touch, and a write by any other connection
- * (an operator's sqlite3 shell, a test) changes SQLite's data_version, which forgets everything.
- */
-class KeptValues<T> {
-  private readonly byId = new Map<string, T>();
-  private ordered: readonly string[] | null = null;
-  private readonly dataVersion: Database.Statement<[], number>;
-  private seenVersion = -1;
-
-  constructor(db: Database.Database) {
-    this.dataVersion = db.prepare<[], number>('PRAGMA data_version').pluck();
-  }
-
-  /** Call checkVersion first, once per look-up. */
-  value(id: string, read: () => T | undefined): T | undefined {
-    const kept = this.byId.get(id);
-    if (kept !== undefined) return kept;
-    const value = read();
-    if (value !== undefined) this.byId.set(id, deepFreeze(value));
-    return value;
-  }
-
-  /** The ids in listing order, as `read` gives them when nothing is kept. */
-  order(read: () => string[]): readonly string[] {
-    this.ordered ??= Object.freeze(read());
-    return this.ordered;
-  }
-
-  forget(id: string): void {
-    this.byId.delete(id);
-    this.ordered = null;
-  }
-
-  /** Forgets everything if another connection wrote the database since the last look-up. */
-  checkVersion(): void {
-    const version = this.dataVersion.get() ?? -1;
-    if (version === this.seenVersion) return;
-    this.seenVersion = version;
-    this.byId.clear();
-    this.ordered = null;
-  }
-}
-
-function deepFreeze<V>(value: V): V {
-  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const inner of Object.values(value)) deepFreeze(inner);
-  }
-  return value;
 }
 
 function prepareStatements<Rec>(db: Database.Database, shape: TableShape<Rec>): Statements<Rec> {

@@ -364,8 +364,9 @@ describe('Store containers migration', () => {
     const v2 = new Database(path);
     try {
       assert.deepEqual(migrate(v2, migrations.slice(0, 2)), { from: 0, to: 2 });
-      // Version 2 predates the infra column (migration 4), which defaults to the infra every pod then ran.
-      const { infra: _infra, ...v2Record } = sandboxMapping.toRecord(row);
+      // Version 2 predates the infra column (migration 4), which defaults to the infra every pod then
+      // ran, and the spec version (migration 5), which defaults to the shape berth then wrote.
+      const { infra: _infra, spec_version: _version, ...v2Record } = sandboxMapping.toRecord(row);
       insertRow(v2, 'sandboxes', v2Record);
     } finally {
       v2.close();

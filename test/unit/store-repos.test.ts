@@ -193,17 +193,17 @@ describe('SandboxRepo', () => {
     );
   });
 
-  it('applies a transition in one IMMEDIATE transaction, and rolls a refused one back', () => {
+  it('applies a transition as one guarded UPDATE, and reads the states only to explain a refusal', () => {
     store.sandboxes.insert(sandbox());
     const traced = (act: (repo: SandboxRepo) => void): string[] =>
       statementsRun(path, (db) => new SandboxRepo(db), act);
     assert.deepEqual(
       traced((repo) => repo.markReady('pod1')),
-      ['BEGIN IMMEDIATE', 'SELECT', 'UPDATE', 'COMMIT'],
+      ['UPDATE'],
     );
     assert.deepEqual(
       traced((repo) => assert.throws(() => repo.networkUp('pod1', UP), IllegalTransitionError)),
-      ['BEGIN IMMEDIATE', 'SELECT', 'ROLLBACK'],
+      ['UPDATE', 'SELECT'],
     );
     assert.equal(store.sandboxes.get('pod1')?.state, 'READY');
   });
@@ -345,17 +345,17 @@ describe('ContainerRepo', () => {
     );
   });
 
-  it('applies a transition in one IMMEDIATE transaction, and rolls a refused one back', () => {
+  it('applies a transition as one guarded UPDATE, and reads the state only to explain a refusal', () => {
     repo.insert(container({ state: 'CREATED' }));
     const traced = (act: (repo: ContainerRepo) => void): string[] =>
       statementsRun(path, (db) => new ContainerRepo(db), act);
     assert.deepEqual(
       traced((repo) => repo.markRunning('c0ffee01', '1763793601000000001')),
-      ['BEGIN IMMEDIATE', 'SELECT', 'UPDATE', 'COMMIT'],
+      ['UPDATE'],
     );
     assert.deepEqual(
       traced((repo) => assert.throws(() => repo.markCreated('c0ffee01'), IllegalTransitionError)),
-      ['BEGIN IMMEDIATE', 'SELECT', 'ROLLBACK'],
+      ['UPDATE', 'SELECT'],
     );
     assert.equal(repo.get('c0ffee01')?.state, 'RUNNING');
   });

@@ -1,0 +1,38 @@
+/**
+ * The database a berth from before versioned records wrote (test/fixtures/store-main), as the
+ * tests that read it after the change need it: the file rebuilt, and what that berth read from it.
+ */
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+import type { Container } from '../../src/model/container.js';
+import type { Sandbox } from '../../src/model/sandbox.js';
+import type { ImageWithNames, LayerRecord } from '../../src/store/types.js';
+import { loadDump } from './sql-dump.js';
+
+/** The fixture's directory in the source tree, from dist/test/harness. */
+const DIR = fileURLToPath(new URL('../../../test/fixtures/store-main/', import.meta.url));
+
+/** What the store of the commit that made the fixture read from it. */
+export interface FixtureRecords {
+  sandboxes: Sandbox[];
+  containers: Container[];
+  images: ImageWithNames[];
+  layers: LayerRecord[];
+}
+
+export function fixtureRecords(): FixtureRecords {
+  return JSON.parse(readFileSync(`${DIR}records.json`, 'utf8')) as FixtureRecords;
+}
+
+/** Makes the fixture's database file at `path`, which must not exist. */
+export function makeFixtureDatabase(path: string): void {
+  loadDump(path, readFileSync(`${DIR}berth.sql`, 'utf8'));
+}
+
+/** The one record of `name` among `records`; fails when there is none. */
+export function named<R extends { name: string }>(records: readonly R[], name: string): R {
+  const found = records.find((record) => record.name === name);
+  if (!found) throw new Error(`the fixture has no record named ${name}`);
+  return found;
+}
