@@ -3,7 +3,8 @@
  * the seccomp and AppArmor profiles, each refused naming its field.
  */
 import { InvalidArgumentError } from '../errors.js';
-import type { ContainerNamespaces, ContainerSecurity, SecurityProfile } from '../model/container.js';
+import type { ContainerNamespaces, ContainerSecurity } from '../model/container.js';
+import type { SecurityProfile } from '../oci/container-input.js';
 import type { Received } from './messages.js';
 import { boundedList, int64Id, namespaceMode, requireSafeName, supplementalGroups } from './validate.js';
 import { absolutePath, capabilityName, profileName, userName } from './validate-container.js';

@@ -3,7 +3,12 @@
  * ContainerConfig (src/cri builds it from a request); it is stored with the container so that
  * Status, restarts and UpdateContainerResources see exactly what the container was created with.
  */
-import type { ContainerConfigInput, ContainerSecurityInput, ResourceLimits } from '../oci/container-input.js';
+import type {
+  ContainerConfigInput,
+  ContainerSecurityInput,
+  ResourceLimits,
+  SecurityProfile,
+} from '../oci/container-input.js';
 import type { BindMount } from '../oci/mounts.js';
 import type { ResolvedUser, UserRequest } from '../oci/user.js';
 import { INITIAL_CONTAINER_STATE, type ContainerState } from './container-lifecycle.js';
@@ -24,13 +29,6 @@ export interface DeviceMapping {
   /** cgroup permissions: some of "r", "w", "m"; "" means "rwm". */
   permissions: string;
 }
-
-/** Seccomp and AppArmor profiles as CRI's SecurityProfile names them. */
-export type SecurityProfile =
-  | { kind: 'RuntimeDefault' }
-  | { kind: 'Unconfined' }
-  /** `path` is absolute on the host (seccomp: a JSON profile file; AppArmor: a loaded profile name). */
-  | { kind: 'Localhost'; path: string };
 
 /** Zero means "not set" for every number, as in CRI's LinuxContainerResources. */
 export interface ContainerResources extends ResourceLimits {

@@ -9,7 +9,7 @@
  * refused rather than silently not applied, as containerd does.
  */
 import { InvalidArgumentError } from '../errors.js';
-import type { SecurityProfile } from '../model/container.js';
+import type { SecurityProfile } from './container-input.js';
 
 /** The profile name for the spec's process.apparmorProfile, or null for none. */
 export function apparmorProfile(profile: SecurityProfile, hostHasAppArmor: boolean): string | null {

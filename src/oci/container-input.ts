@@ -8,6 +8,13 @@ import type { BindMount } from './mounts.js';
 import type { LinuxDevice, LinuxDeviceCgroup, Seccomp } from './spec.js';
 import type { ResolvedUser } from './user.js';
 
+/** Seccomp and AppArmor profiles as CRI's SecurityProfile names them. */
+export type SecurityProfile =
+  | { kind: 'RuntimeDefault' }
+  | { kind: 'Unconfined' }
+  /** `path` is absolute on the host (seccomp: a JSON profile file; AppArmor: a loaded profile name). */
+  | { kind: 'Localhost'; path: string };
+
 /** CRI namespace modes: the pod's, the container's own, the host's, or another container's. */
 export type NamespaceMode = 'POD' | 'CONTAINER' | 'NODE' | 'TARGET';
 

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { describe, test } from 'node:test';
 import { pageSizeName, probeHostFeatures } from '../../src/host/features.js';
-import type { SecurityProfile } from '../../src/model/container.js';
+import type { SecurityProfile } from '../../src/oci/container-input.js';
 import { apparmorProfile } from '../../src/oci/apparmor.js';
 
 test('huge page sizes are named as CRI names them', () => {
