@@ -5,6 +5,7 @@
  */
 import { mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { readMountInfo, type MountInfoEntry } from '../mounts/mountinfo.js';
 import { killQuietly } from '../process/index.js';
 
@@ -138,6 +139,6 @@ async function removeCgroupDir(dir: string, deadline: number): Promise<void> {
     }
     for (const pid of await processesIn(dir).catch(() => [] as number[])) killQuietly(pid);
     // A killed process leaves its cgroups as it exits, a moment after the signal.
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await sleep(20);
   }
 }

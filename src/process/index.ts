@@ -1,4 +1,5 @@
 import { readdir, readFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * True while the process exists and is not a zombie. The infra process is not berthd's child
@@ -21,7 +22,7 @@ export async function waitForExit(pid: number, timeoutMs: number, pollMs = 10): 
   const deadline = Date.now() + timeoutMs;
   while (await isRunning(pid)) {
     if (Date.now() >= deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, pollMs));
+    await sleep(pollMs);
   }
   return true;
 }

@@ -6,6 +6,7 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../log.js';
 import { PRIVATE_DIR } from '../file-modes.js';
 
@@ -220,8 +221,4 @@ async function exists(path: string): Promise<boolean> {
 
 function isNoEntry(err: unknown): boolean {
   return err instanceof Error && (err as NodeJS.ErrnoException).code === 'ENOENT';
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
