@@ -32,8 +32,6 @@ export interface SandboxRule {
 }
 
 const rules = {
-  /** A step journaled by name before it acts (RunPodSandbox journals none: see Sandbox.step). */
-  beginStep: { state: { from: ['CREATING'] } },
   /** runc created the infra; its pid is recorded. */
   infraCreated: { state: { from: ['CREATING'] } },
   /** The CNI input is recorded before the first ADD, so that a DEL can always follow. */

@@ -11,7 +11,7 @@ import {
   type SandboxTransition,
 } from '../model/sandbox-lifecycle.js';
 import { encodeNullableJson, parseEnum } from './columns.js';
-import { NEW_STEP, startsFrom } from './guard.js';
+import { startsFrom } from './guard.js';
 import { decodeNetworking, SANDBOX_TABLE, sandboxMapping, type SandboxRecord } from './sandbox-record.js';
 import { Table, type Change } from './table.js';
 
@@ -20,7 +20,6 @@ type SandboxColumn = 'step' | 'pid' | 'cni_config_json' | 'cni_result_json' | 'i
 
 /** The columns each transition writes besides the states. */
 const WRITES: Record<SandboxTransition, readonly SandboxColumn[]> = {
-  beginStep: ['step'],
   infraCreated: ['pid'],
   networkAdding: ['cni_config_json'],
   pluginAddStarting: ['cni_config_json'],
@@ -69,11 +68,9 @@ export class SandboxRepo {
       if (rule.state.to) columns.push('state');
       if (rule.network) guards.push(startsFrom('network_state', rule.network));
       if (rule.network?.to) columns.push('network_state');
-      if (transition === 'beginStep') guards.push(NEW_STEP);
       return this.table.change(columns, guards.join(' AND '));
     };
     this.changes = {
-      beginStep: change('beginStep'),
       infraCreated: change('infraCreated'),
       networkAdding: change('networkAdding'),
       pluginAddStarting: change('pluginAddStarting'),
@@ -126,11 +123,6 @@ export class SandboxRepo {
   /** Returns whether a row was deleted; deleting an unknown id is not an error (RemovePodSandbox is idempotent). */
   delete(id: string): boolean {
     return this.table.delete(id);
-  }
-
-  /** Journaling the step the row already names commits nothing. */
-  beginStep(id: string, step: string): Sandbox {
-    return this.advance(id, 'beginStep', { step });
   }
 
   infraCreated(id: string, pid: number): Sandbox {

@@ -35,7 +35,6 @@ function edges<S extends string>(rules: readonly Rule<S>[]): string[] {
 
 /** Where each sandbox transition may start: its state, and its network state (null: any). */
 const SANDBOX_ALLOWED: [SandboxTransition, SandboxState[], NetworkState[] | null][] = [
-  ['beginStep', ['CREATING'], null],
   ['infraCreated', ['CREATING'], null],
   ['networkAdding', ['CREATING'], ['NONE']],
   ['pluginAddStarting', ['CREATING'], ['ADDING']],

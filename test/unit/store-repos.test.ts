@@ -31,7 +31,6 @@ const UP = { results: cniResults(), ip: '10.88.0.5', additionalIps: ['fd00::5'] 
 
 /** Every transition, called with the arguments a RunPodSandbox or a Stop would give it. */
 const SANDBOX_CALLS: [SandboxTransition, (repo: SandboxRepo, id: string) => Sandbox][] = [
-  ['beginStep', (repo, id) => repo.beginStep(id, 'netns')],
   ['infraCreated', (repo, id) => repo.infraCreated(id, 4242)],
   ['networkAdding', (repo, id) => repo.networkAdding(id, storedNetworking())],
   ['pluginAddStarting', (repo, id) => repo.pluginAddStarting(id, 1, 0)],
@@ -131,7 +130,6 @@ describe('SandboxRepo', () => {
     const start = sandbox();
     repo.insert(start);
     const steps: [() => Sandbox, Partial<Sandbox>][] = [
-      [() => repo.beginStep('pod1', 'sandbox-dir'), { step: 'sandbox-dir' }],
       [
         () => repo.networkAdding('pod1', storedNetworking()),
         { networkState: 'ADDING', cniConfig: storedNetworking() },

@@ -74,8 +74,8 @@ describe('Store sandboxes', () => {
   it('changes only the fields a transition sets', () => {
     const row = sandbox({ step: 'cni-add', ip: '10.88.0.9' });
     store.sandboxes.insert(row);
-    store.sandboxes.beginStep(row.id, 'start-infra');
-    assert.deepEqual(store.sandboxes.get(row.id), { ...row, step: 'start-infra' });
+    store.sandboxes.infraCreated(row.id, 4242);
+    assert.deepEqual(store.sandboxes.get(row.id), { ...row, pid: 4242 });
   });
 
   it('never rewrites the identity, even if a change carries it', () => {
