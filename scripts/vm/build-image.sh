@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Builds the Debian 13 (trixie) node VM the VM suites run in, from Debian's packages only:
+# debootstrap from the mirror this machine already uses (the host gets no trixie apt source and is
+# not upgraded), then an ext4 disk image made from the tree (mkfs.ext4 -d: no loop mount). The
+# image, kernel and initrd are cached under $BERTH_VM_CACHE (default /var/cache/berth-vm) in a dir
+# named by the hash of this recipe, so they are rebuilt only when the recipe changes.
+# Prints the cache dir on stdout when done. Needs root, debootstrap and e2fsprogs.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+say() { printf 'vm-image: %s\n' "$*" >&2; }
+die() {
+  printf 'vm-image: error: %s\n' "$*" >&2
+  exit 1
+}
+
+[[ $(id -u) -eq 0 ]] || die "run as root: debootstrap needs it"
+for bin in debootstrap mkfs.ext4 sha256sum; do
+  command -v "$bin" >/dev/null 2>&1 || die "$bin is missing (apt-get install debootstrap e2fsprogs)"
+done
+
+# What a node has: the kernel, systemd as PID 1, the runtimes and their monitor, CNI plugins,
+# AppArmor, criu, node for berthd; then what the tests use on the host too (scripts/setup.sh).
+packages=(
+  linux-image-amd64 systemd systemd-sysv udev dbus kmod
+  runc crun conmon catatonit containernetworking-plugins
+  iproute2 iptables apparmor apparmor-utils criu socat nodejs
+  util-linux attr zstd procps
+  docker-registry skopeo busybox-static apache2-utils openssl
+)
+image_size=6G
+
+# The mirror this machine's own apt uses; trixie lives on the same one.
+mirror=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+[[ -n $mirror ]] || mirror=$(awk '/^deb / { print $2; exit }' /etc/apt/sources.list 2>/dev/null || true)
+[[ -n $mirror ]] || die "no Debian mirror found in /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list"
+
+recipe=$(cat build-image.sh guest/* | sha256sum | cut -c1-16)
+cache_root=${BERTH_VM_CACHE:-/var/cache/berth-vm}
+out="$cache_root/$recipe"
+if [[ -f $out/done ]]; then
+  echo "$out"
+  exit 0
+fi
+
+started=$(date +%s)
+work="$cache_root/build.$$"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work"
+say "debootstrap trixie from $mirror (${#packages[@]} packages and their dependencies)"
+include=$(
+  IFS=,
+  echo "${packages[*]}"
+)
+debootstrap --variant=minbase --include="$include" trixie "$work/root" "$mirror" >"$work/debootstrap.log" 2>&1 ||
+  die "debootstrap failed: $(tail -5 "$work/debootstrap.log")"
+
+say "configuring the guest"
+root="$work/root"
+echo berth-vm >"$root/etc/hostname"
+printf '127.0.0.1 localhost berth-vm\n::1 localhost\n' >"$root/etc/hosts"
+printf '/dev/vda / ext4 rw,errors=remount-ro 0 1\n' >"$root/etc/fstab"
+# No network but loopback: the VM has no NIC, and nothing waits for one.
+chroot "$root" systemctl mask systemd-networkd-wait-online.service >/dev/null 2>&1 || true
+install -m 0755 guest/berth-vm-job "$root/usr/local/sbin/berth-vm-job"
+install -m 0644 guest/berth-vm-job.service "$root/etc/systemd/system/berth-vm-job.service"
+chroot "$root" systemctl enable berth-vm-job.service >/dev/null 2>&1
+# The 9p modules the job mounts the host's dirs with, loaded before the job starts.
+printf '9p\n9pnet_virtio\n' >"$root/etc/modules-load.d/berth-vm.conf"
+# docker-registry's own service would start at boot; the tests start their own registries.
+chroot "$root" systemctl disable docker-registry.service >/dev/null 2>&1 || true
+rm -f "$root/etc/machine-id" && touch "$root/etc/machine-id"
+
+say "making the disk image ($image_size)"
+mkdir -p "$work/out"
+cp "$root"/boot/vmlinuz-* "$work/out/vmlinuz"
+cp "$root"/boot/initrd.img-* "$work/out/initrd.img"
+chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' >"$work/out/packages.txt"
+mkfs.ext4 -q -L berth-vm -d "$root" "$work/out/root.ext4" "$image_size" >&2
+echo "$mirror" >"$work/out/mirror"
+rm -rf "$out"
+mv "$work/out" "$out"
+date +%s >"$out/done"
+say "built $out in $(($(date +%s) - started)) s"
+echo "$out"

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runs a shell script as root in the Debian 13 node VM and exits with its exit code:
+#   scripts/vm/run.sh <script> [timeout-seconds]
+# The VM boots the cached image (scripts/vm/build-image.sh) with systemd as PID 1, cgroup v2 and
+# AppArmor, under qemu: KVM when /dev/kvm is there, software emulation otherwise, 2 vCPUs. The
+# disk is a throwaway snapshot, so every run starts from the same image. It has no NIC: nothing in
+# it reaches any network but its own loopback and the namespaces its tests make. The checkout is
+# shared read-only at /opt/berth (the script runs there); the script's output is streamed here.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+say() { printf 'vm: %s\n' "$*" >&2; }
+die() {
+  printf 'vm: error: %s\n' "$*" >&2
+  exit 1
+}
+
+script=${1:?usage: scripts/vm/run.sh <script> [timeout-seconds]}
+timeout_s=${2:-1800}
+[[ -f $script ]] || die "no such script: $script"
+command -v qemu-system-x86_64 >/dev/null 2>&1 || die "qemu-system-x86_64 is missing (apt-get install qemu-system-x86)"
+
+image=$(bash scripts/vm/build-image.sh)
+job=$(mktemp -d /tmp/berth-vm-job.XXXXXX)
+trap 'rm -rf "$job"' EXIT
+cp "$script" "$job/run.sh"
+: >"$job/output.log"
+
+# KVM only where the CPU offers virtualization to this machine: a /dev/kvm node without it (a
+# nested guest) starts, then stops at the first emulation failure.
+accel=${BERTH_VM_ACCEL:-tcg}
+if [[ -z ${BERTH_VM_ACCEL:-} && -w /dev/kvm ]] && grep -qE '\b(vmx|svm)\b' /proc/cpuinfo; then
+  accel=kvm
+fi
+say "booting $image ($accel, 2 vCPUs) for $script"
+started=$(date +%s)
+qemu_args=(
+  -machine q35 -accel "$accel" -cpu max -smp 2 -m 4096 -nodefaults -no-reboot -display none
+  -nic none
+  -kernel "$image/vmlinuz" -initrd "$image/initrd.img"
+  -append "root=/dev/vda rw console=ttyS0 quiet systemd.show_status=0 apparmor=1 security=apparmor"
+  -drive "file=$image/root.ext4,format=raw,if=virtio,snapshot=on"
+  -virtfs "local,path=$job,mount_tag=job,security_model=none,id=job"
+  -virtfs "local,path=$PWD,mount_tag=berth,security_model=none,readonly=on,id=berth"
+  -serial "file:$job/console.log"
+)
+timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 "${qemu_args[@]}" &
+qemu=$!
+# The job's output, as the VM writes it into the shared dir.
+tail -n +1 -F --pid="$qemu" "$job/output.log" 2>/dev/null &
+wait "$qemu" || true
+sleep 0.2
+if [[ ! -f $job/exit ]]; then
+  say "the VM ended without the job's exit code after $(($(date +%s) - started)) s; its console:"
+  tail -n 40 "$job/console.log" >&2 || true
+  exit 124
+fi
+code=$(cat "$job/exit")
+say "job exited $code after $(($(date +%s) - started)) s (boot included)"
+exit "$code"

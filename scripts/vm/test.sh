@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# `npm run test:vm -- <test files>`: runs built test files (dist/test/...js, or their test/...ts
+# sources) as root in the Debian 13 node VM (scripts/vm/run.sh), with the node test runner's spec
+# output streamed back. Builds the project on the host first; the VM shares the checkout read-only.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+die() {
+  printf 'test:vm: error: %s\n' "$*" >&2
+  exit 1
+}
+
+(($# > 0)) || die "name the test files: npm run test:vm -- test/e2e/stats.test.ts"
+files=()
+for arg in "$@"; do
+  case $arg in
+    test/*.ts) arg="dist/${arg%.ts}.js" ;;
+  esac
+  files+=("$arg")
+done
+npm run --silent build
+for file in "${files[@]}"; do
+  [[ -f $file ]] || die "no such built test file: $file"
+done
+
+job=$(mktemp /tmp/berth-vm-tests.XXXXXX.sh)
+trap 'rm -f "$job"' EXIT
+{
+  echo 'set -e'
+  echo 'echo "guest: $(uname -r), cgroup $(stat -fc %T /sys/fs/cgroup), node $(node --version)"'
+  printf 'exec node --test --test-reporter=spec --test-concurrency=1'
+  printf ' %q' "${files[@]}"
+  echo
+} >"$job"
+exec bash scripts/vm/run.sh "$job" "${BERTH_VM_TIMEOUT_S:-1800}"
