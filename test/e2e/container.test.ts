@@ -14,6 +14,7 @@ import { EXEC_SYNC_OUTPUT_CAP } from '../../src/runtime/exec-sync.js';
 import { SHARED_PID_LINUX, TestDaemon } from '../harness/daemon.js';
 import { namesIn } from '../harness/files.js';
 import { ANSWER_BOUND_MS } from '../harness/bounds.js';
+import { expectedCpu, liveLimits } from '../harness/cgroups.js';
 import { rejectsWith } from '../harness/grpc.js';
 import { busyboxLayer, pushImage, type PushedImage } from '../harness/images.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
@@ -480,12 +481,10 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
       container_id: id,
       linux: { memory_limit_in_bytes: String(96 * 1024 * 1024), cpu_shares: '512' },
     });
-    const cgroup = join('/sys/fs/cgroup/memory/berth', id);
-    assert.equal(
-      (await readFile(join(cgroup, 'memory.limit_in_bytes'), 'utf8')).trim(),
-      String(96 * 1024 * 1024),
-    );
-    assert.equal((await readFile(join('/sys/fs/cgroup/cpu/berth', id, 'cpu.shares'), 'utf8')).trim(), '512');
+    assert.deepEqual(await liveLimits(`berth/${id}`), {
+      memoryLimitBytes: 96 * 1024 * 1024,
+      cpu: expectedCpu(512),
+    });
     await remove(id);
   });
 

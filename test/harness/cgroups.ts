@@ -1,12 +1,55 @@
 /** Cgroups tests made for their containers, removed again. */
 import { existsSync } from 'node:fs';
-import { readdir, rmdir } from 'node:fs/promises';
+import { readdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { cgroupManager, type CgroupManager } from '../../src/cgroups/index.js';
 import type { CgroupDriver } from '../../src/cgroups/driver.js';
 import { probeCgroupHost } from '../../src/cgroups/probe.js';
 
 const CGROUP_ROOT = '/sys/fs/cgroup';
+
+/** The host mounts the unified hierarchy alone (a v2 node), not v1's per controller. */
+export const CGROUP_V2 = existsSync(join(CGROUP_ROOT, 'cgroup.controllers'));
+
+/** A cgroupfs-driver cgroup (`parent/name`, as in a spec's cgroupsPath) as its limits stand now. */
+export interface LiveLimits {
+  memoryLimitBytes: number;
+  /** v1: cpu.shares as written; v2: cpu.weight, which runc derives from the shares. */
+  cpu: { shares: number } | { weight: number };
+}
+
+export async function liveLimits(path: string): Promise<LiveLimits> {
+  const read = async (...parts: string[]): Promise<string> =>
+    (await readFile(join(CGROUP_ROOT, ...parts), 'utf8')).trim();
+  if (CGROUP_V2) {
+    return {
+      memoryLimitBytes: Number(await read(path, 'memory.max')),
+      cpu: { weight: Number(await read(path, 'cpu.weight')) },
+    };
+  }
+  return {
+    memoryLimitBytes: Number(await read('memory', path, 'memory.limit_in_bytes')),
+    cpu: { shares: Number(await read('cpu', path, 'cpu.shares')) },
+  };
+}
+
+/** What runc writes to cpu.weight on v2 for CRI's cpu shares (runc's ConvertCPUSharesToCgroupV2Value). */
+export function runcWeightOfShares(shares: number): number {
+  return shares === 0 ? 0 : 1 + Math.floor(((shares - 2) * 9999) / 262142);
+}
+
+/** The cpu limit `liveLimits` reads back for `shares`, on this host's cgroup version. */
+export function expectedCpu(shares: number): LiveLimits['cpu'] {
+  return CGROUP_V2 ? { weight: runcWeightOfShares(shares) } : { shares };
+}
+
+/** Sets a cgroup's memory limit as kubelet does for a pod's cgroup (cgroupfs driver). */
+export async function setMemoryLimit(path: string, bytes: number): Promise<void> {
+  const file = CGROUP_V2
+    ? join(CGROUP_ROOT, path, 'memory.max')
+    : join(CGROUP_ROOT, 'memory', path, 'memory.limit_in_bytes');
+  await writeFile(file, String(bytes));
+}
 
 /**
  * Removes the cgroup `name` at the top of every hierarchy (v1 has one per controller, v2 one in
