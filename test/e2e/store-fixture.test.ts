@@ -15,7 +15,7 @@ import { useDaemon } from '../harness/daemon.js';
 import { startAndLog } from '../harness/log.js';
 import { containerStatus } from '../harness/pods.js';
 import { rootSkip as skip } from '../harness/skip.js';
-import { fixtureRecords, makeFixtureDatabase, named } from '../harness/store-fixture.js';
+import { fixtureRecords, fixtureRunDir, makeFixtureDatabase, named } from '../harness/store-fixture.js';
 import type { WireContainer } from '../harness/wire.js';
 
 const SUITE_TIMEOUT_MS = 120_000;
@@ -39,9 +39,13 @@ interface WireImage {
 describe('berthd on a database written before versioned records', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   const daemon = useDaemon();
 
-  test('serves its pods, containers and image after a reboot, and removes them', async () => {
+  test('serves its pods, containers and image after a reboot, and removes them', async (t) => {
     const d = daemon();
     const expected = fixtureRecords();
+    // Made again by the network teardown of the fixture's pods; not this daemon's to clean.
+    const madeBy = fixtureRunDir(expected);
+    assert.notEqual(madeBy, d.base);
+    t.after(() => rm(madeBy, { recursive: true, force: true }));
     await d.stop();
     const path = databasePath(d.rootDir);
     await Promise.all(['', '-wal', '-shm'].map((suffix) => rm(`${path}${suffix}`, { force: true })));

@@ -3,6 +3,7 @@
  * tests that read it after the change need it: the file rebuilt, and what that berth read from it.
  */
 import { readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import type { Container } from '../../src/model/container.js';
@@ -28,6 +29,16 @@ export function fixtureRecords(): FixtureRecords {
 /** Makes the fixture's database file at `path`, which must not exist. */
 export function makeFixtureDatabase(path: string): void {
   loadDump(path, readFileSync(`${DIR}berth.sql`, 'utf8'));
+}
+
+/**
+ * The run dir of the test daemon that made the fixture (/run/berth-test-<tag>): its rows name
+ * paths there, and the CNI DEL start-up repair runs for them makes host-local's lock dir in it.
+ */
+export function fixtureRunDir(records: FixtureRecords): string {
+  const netns = records.sandboxes.find((s) => s.netnsPath !== null)?.netnsPath;
+  if (!netns?.startsWith('/run/berth-test-')) throw new Error('the fixture names no test netns');
+  return dirname(dirname(netns));
 }
 
 /** The one record of `name` among `records`; fails when there is none. */
