@@ -20,7 +20,8 @@ import {
   type FieldSpec,
   type RpcSpec,
 } from '../harness/hostile-specs.js';
-import { CGROUP_V2, HostileCri, resources } from '../harness/hostile-cri.js';
+import { CGROUP_V2 } from '../harness/cgroups.js';
+import { HostileCri, resources } from '../harness/hostile-cri.js';
 import { registrySkip as skip } from '../harness/skip.js';
 
 const RES = 'config.linux.resources';

@@ -29,7 +29,6 @@ import { freePort, startRegistry, type TestRegistry } from './registry.js';
 
 /** An error message echoing a whole hostile field is a failure. */
 export const MAX_DETAILS_CHARS = 16 * 1024;
-export { CGROUP_V2 } from './cgroups.js';
 const DNS_GUARD = fileURLToPath(new URL('./dns-guard.js', import.meta.url));
 /** A canary the 'shell' hostile string would create if anything ran it through a host shell. */
 const PWNED = '/tmp/berth-hostile-pwned';
