@@ -21,11 +21,28 @@ timeout_s=${2:-1800}
 [[ -f $script ]] || die "no such script: $script"
 command -v qemu-system-x86_64 >/dev/null 2>&1 || die "qemu-system-x86_64 is missing (apt-get install qemu-system-x86)"
 
+# One VM at a time on this machine: two emulated 2-vCPU guests on a 2-core host starve each other
+# until their tests' hang bounds expire. A second run waits here for the first to end.
+exec 9>/run/berth-vm.lock
+if ! flock -n 9; then
+  say "another VM run holds /run/berth-vm.lock; waiting for it"
+  flock 9
+fi
+
 image=$(bash scripts/vm/build-image.sh)
 job=$(mktemp -d /tmp/berth-vm-job.XXXXXX)
 trap 'rm -rf "$job"' EXIT
 cp "$script" "$job/run.sh"
 : >"$job/output.log"
+
+# A checkout whose node_modules is a symlink out of it (a git worktree sharing another checkout's)
+# gets the target shared too, mounted at the same path in the guest so the link resolves there.
+modules=$(realpath -e node_modules 2>/dev/null || true)
+modules_share=()
+if [[ -n $modules && $modules != "$PWD"/* ]]; then
+  printf '%s\n' "$modules" >"$job/modules-path"
+  modules_share=(-virtfs "local,path=$modules,mount_tag=modules,security_model=none,readonly=on,id=modules")
+fi
 
 # KVM only where the CPU offers virtualization to this machine: a /dev/kvm node without it (a
 # nested guest) starts, then stops at the first emulation failure.
@@ -43,6 +60,7 @@ qemu_args=(
   -drive "file=$image/root.ext4,format=raw,if=virtio,snapshot=on"
   -virtfs "local,path=$job,mount_tag=job,security_model=none,id=job"
   -virtfs "local,path=$PWD,mount_tag=berth,security_model=none,readonly=on,id=berth"
+  "${modules_share[@]}"
   -serial "file:$job/console.log"
 )
 timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 "${qemu_args[@]}" &
