@@ -36,10 +36,11 @@ mirror=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.source
 [[ -n $mirror ]] || mirror=$(awk '/^deb / { print $2; exit }' /etc/apt/sources.list 2>/dev/null || true)
 [[ -n $mirror ]] || die "no Debian mirror found in /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list"
 
-recipe=$(cat build-image.sh guest/* | sha256sum | cut -c1-16)
+recipe=$(cat build-image.sh guest/berth-vm-job guest/berth-vm-job.service | sha256sum | cut -c1-16)
 cache_root=${BERTH_VM_CACHE:-/var/cache/berth-vm}
 out="$cache_root/$recipe"
 if [[ -f $out/done ]]; then
+  touch "$out/done"
   echo "$out"
   exit 0
 fi
@@ -82,5 +83,8 @@ echo "$mirror" >"$work/out/mirror"
 rm -rf "$out"
 mv "$work/out" "$out"
 date +%s >"$out/done"
+# Images of other recipes not used for a week go: each is a gigabyte, and a recipe change leaves
+# the old one behind. A recent one stays, for a checkout of another branch still on it.
+find "$cache_root" -mindepth 2 -maxdepth 2 -name done -mtime +7 -printf '%h\0' | xargs -0 -r rm -rf --
 say "built $out in $(($(date +%s) - started)) s"
 echo "$out"

@@ -33,16 +33,23 @@ image=$(bash scripts/vm/build-image.sh)
 job=$(mktemp -d /tmp/berth-vm-job.XXXXXX)
 trap 'rm -rf "$job"' EXIT
 cp "$script" "$job/run.sh"
+cp scripts/vm/guest/job.sh "$job/guest.sh"
 : >"$job/output.log"
 
-# A checkout whose node_modules is a symlink out of it (a git worktree sharing another checkout's)
-# gets the target shared too, mounted at the same path in the guest so the link resolves there.
+# Dirs the checkout reaches out of itself, shared read-only where the checkout at /opt/berth finds
+# them in the guest: a git worktree's node_modules symlinked to another checkout's (at the link's
+# target), and ../shared/tools with crictl and critest (at /opt/shared/tools). The guest mounts
+# each line of job/shares: "<tag> <guest path>".
+extra_shares=()
+: >"$job/shares"
+share() {
+  local tag=$1 host_path=$2 guest_path=$3
+  printf '%s %s\n' "$tag" "$guest_path" >>"$job/shares"
+  extra_shares+=(-virtfs "local,path=$host_path,mount_tag=$tag,security_model=none,readonly=on,id=$tag")
+}
 modules=$(realpath -e node_modules 2>/dev/null || true)
-modules_share=()
-if [[ -n $modules && $modules != "$PWD"/* ]]; then
-  printf '%s\n' "$modules" >"$job/modules-path"
-  modules_share=(-virtfs "local,path=$modules,mount_tag=modules,security_model=none,readonly=on,id=modules")
-fi
+if [[ -n $modules && $modules != "$PWD"/* ]]; then share modules "$modules" "$modules"; fi
+if [[ -d ../shared/tools ]]; then share tools "$(realpath -e ../shared/tools)" /opt/shared/tools; fi
 
 # KVM only where the CPU offers virtualization to this machine: a /dev/kvm node without it (a
 # nested guest) starts, then stops at the first emulation failure.
@@ -60,7 +67,7 @@ qemu_args=(
   -drive "file=$image/root.ext4,format=raw,if=virtio,snapshot=on"
   -virtfs "local,path=$job,mount_tag=job,security_model=none,id=job"
   -virtfs "local,path=$PWD,mount_tag=berth,security_model=none,readonly=on,id=berth"
-  "${modules_share[@]}"
+  "${extra_shares[@]}"
   -serial "file:$job/console.log"
 )
 timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 "${qemu_args[@]}" &

@@ -19,6 +19,7 @@ for arg in "$@"; do
   esac
   files+=("$arg")
 done
+bash scripts/vm/setup.sh || die "debootstrap and qemu are needed (see above)"
 npm run --silent build
 for file in "${files[@]}"; do
   [[ -f $file ]] || die "no such built test file: $file"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The VM part of `npm test`: the test files of scripts/vm/suites.txt, run in the Debian 13 VM
+# (cgroup v2, AppArmor), within a bound that leaves CI's 90 minutes room for the host suite.
+# Where the VM cannot be had (no root to install qemu, no mirror to build the image from) it says
+# why and skips, exiting 0; a failure of the tests themselves fails. BERTH_VM_SUITES=skip skips too.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+say() { printf 'test: %s\n' "$*"; }
+skip() {
+  say "VM suites skipped: $*"
+  exit 0
+}
+
+[[ ${BERTH_VM_SUITES:-} != skip ]] || skip "BERTH_VM_SUITES=skip"
+[[ $(id -u) -eq 0 ]] || skip "not root: building and booting the VM image needs root"
+bash scripts/vm/setup.sh || skip "debootstrap and qemu could not be installed (see above)"
+
+# 25 minutes, image build and boot included.
+bound_s=${BERTH_VM_SUITES_BOUND_S:-1500}
+started=$(date +%s)
+say "building or reusing the Debian 13 VM image"
+bash scripts/vm/build-image.sh >/dev/null || skip "the VM image could not be built (see above)"
+built=$(($(date +%s) - started))
+say "VM image ready after ${built} s"
+
+mapfile -t files < <(grep -v -e '^#' -e '^[[:space:]]*$' scripts/vm/suites.txt)
+((${#files[@]} > 0)) || skip "scripts/vm/suites.txt lists no test files"
+say "running ${#files[@]} test files in the VM: ${files[*]}"
+code=0
+BERTH_VM_TIMEOUT_S=$((bound_s - built)) bash scripts/vm/test.sh "${files[@]}" || code=$?
+say "VM suites exited ${code} after $(($(date +%s) - started)) s (image build and boot included)"
+exit "$code"
