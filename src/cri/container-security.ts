@@ -6,7 +6,14 @@ import { InvalidArgumentError } from '../errors.js';
 import type { ContainerNamespaces, ContainerSecurity } from '../model/container.js';
 import type { SecurityProfile } from '../oci/container-input.js';
 import type { Received } from './messages.js';
-import { boundedList, int64Id, namespaceMode, requireSafeName, supplementalGroups } from './validate.js';
+import {
+  boundedList,
+  int64Id,
+  namespaceMode,
+  refuseUserNamespace,
+  requireSafeName,
+  supplementalGroups,
+} from './validate.js';
 import { absolutePath, capabilityName, profileName, userName } from './validate-container.js';
 
 /** Linux has 41 capabilities: a longer list can only repeat them. */
@@ -88,14 +95,7 @@ function toNamespaces(options: Received<'NamespaceOption'> | null): ContainerNam
     return m;
   };
   const pid = mode('pid');
-  const userns = options?.userns_options ?? null;
-  // NODE is the host's user namespace; anything else asks for a user namespace berth cannot make.
-  if (userns && userns.mode !== 'NODE') {
-    throw new InvalidArgumentError(
-      `${base}.userns_options.mode`,
-      'user namespaces are not supported by berth',
-    );
-  }
+  refuseUserNamespace(base, options?.userns_options);
   return {
     network: mode('network'),
     pid,

@@ -10,6 +10,7 @@ import {
   int64Id,
   ipAddress,
   namespaceMode,
+  refuseUserNamespace,
   oneOf,
   optionalAbsolutePath,
   optionalCgroupParent,
@@ -111,6 +112,7 @@ function toNamespaces(options: Received<'NamespaceOption'> | null): SandboxSpec[
     }
     return m;
   };
+  refuseUserNamespace(base, options?.userns_options);
   return {
     network: mode('network'),
     pid: mode('pid'),

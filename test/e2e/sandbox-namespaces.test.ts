@@ -10,7 +10,9 @@ import assert from 'node:assert/strict';
 import { readlink, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { status } from '@grpc/grpc-js';
 import { TestDaemon } from '../harness/daemon.js';
+import { rejectsWith } from '../harness/grpc.js';
 import { busyboxLayer, pushImage, type PushedImage } from '../harness/images.js';
 import { nsInode } from '../harness/namespaces.js';
 import { containerConfig, execText, podStatus, runPod, startContainer, type Pod } from '../harness/pods.js';
@@ -174,6 +176,29 @@ for (const mode of ['auto', 'always'] as const) {
         assert.equal(await nsOf(a, type), await readlink(`/proc/self/ns/${type}`), `${type} is the host's`);
       }
       await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: pod.id });
+    });
+
+    it('refuses a pod that asks for a user namespace of its own, naming the field, and makes nothing', async () => {
+      const mapping = [{ container_id: 0, host_id: 65536, length: 65536 }];
+      const config = daemon.pod(`userns-${mode}`, {
+        linux: {
+          security_context: {
+            namespace_options: {
+              ...KUBELET_NAMESPACES,
+              userns_options: { mode: 'POD', uids: mapping, gids: mapping },
+            },
+          },
+        },
+      });
+      await rejectsWith(
+        daemon.cri.call('RunPodSandbox', { config }),
+        status.INVALID_ARGUMENT,
+        /namespace_options\.userns_options\.mode/,
+      );
+      const pods = await daemon.cri.call<{ items: { metadata: { name: string } }[] }>('ListPodSandbox', {});
+      assert.ok(!pods.items.some((p) => p.metadata.name === `userns-${mode}`), 'no pod was recorded');
+      const netns = await daemon.netnsFiles();
+      assert.ok(!netns.some((f) => f.includes('userns')), `no netns was left: ${netns.join(' ')}`);
     });
   });
 }

@@ -216,3 +216,34 @@ describe('RunPodSandbox sysctls', () => {
     refuses(withSysctls({ 'kernel.shmmax': '1' }, 'POD', 'NODE'), 'config.linux.sysctls["kernel.shmmax"]');
   });
 });
+
+describe('RunPodSandbox user namespace options', () => {
+  const ns = (userns: Received<'UserNamespace'> | null): Partial<WirePodSandboxConfig> => ({
+    linux: linuxConfig(
+      {},
+      {
+        namespace_options: {
+          network: 'POD',
+          pid: 'CONTAINER',
+          ipc: 'POD',
+          target_id: '',
+          userns_options: userns,
+        },
+      },
+    ),
+  });
+  const mapping = [{ container_id: 0, host_id: 65536, length: 65536 }];
+
+  it('refuses a pod that asks for a user namespace of its own, rather than run it in the host one', () => {
+    const field = 'config.linux.security_context.namespace_options.userns_options.mode';
+    refuses(request(ns({ mode: 'POD', uids: mapping, gids: mapping })), field);
+    // The enum's zero value is POD: a mode left out with mappings asks for a namespace too.
+    refuses(request(ns({ mode: 0, uids: mapping, gids: mapping })), field);
+    refuses(request(ns({ mode: 'CONTAINER', uids: [], gids: [] })), field);
+  });
+
+  it("takes NODE, the host's, and options left out", () => {
+    assert.doesNotThrow(() => toSandboxSpec(request(ns({ mode: 'NODE', uids: [], gids: [] }))));
+    assert.doesNotThrow(() => toSandboxSpec(request(ns(null))));
+  });
+});
