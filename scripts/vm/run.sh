@@ -57,6 +57,11 @@ accel=${BERTH_VM_ACCEL:-tcg}
 if [[ -z ${BERTH_VM_ACCEL:-} && -w /dev/kvm ]] && grep -qE '\b(vmx|svm)\b' /proc/cpuinfo; then
   accel=kvm
 fi
+# Emulated, everything in the guest runs several times slower than on the host: the tests' hang
+# bounds stretch by this factor there (test/harness/bounds.ts).
+scale=1
+[[ $accel == kvm ]] || scale=4
+printf 'BERTH_TEST_BOUND_SCALE=%s\n' "${BERTH_TEST_BOUND_SCALE:-$scale}" >"$job/env"
 say "booting $image ($accel, 2 vCPUs) for $script"
 started=$(date +%s)
 qemu_args=(

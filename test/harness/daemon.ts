@@ -181,7 +181,11 @@ export class TestDaemon {
     await waitFor(async () => {
       if (proc.exitCode !== null) throw new Error(`berthd exited with ${proc.exitCode}:\n${this.output}`);
       return existsSync(this.socket) && this.output.includes('serving CRI', outputBefore);
-    }, 30_000);
+    }, 30_000).catch((err: unknown) => {
+      throw new Error(
+        `berthd did not serve: ${String(err)}; its output:\n${this.output.slice(outputBefore).slice(-4000)}`,
+      );
+    });
     this.client = new CriClient(this.socket);
   }
 

@@ -1,4 +1,5 @@
 /** Waiting for something tests cannot be told about, only see: polling until it holds. */
+import { BOUND_SCALE } from './bounds.js';
 
 export interface WaitOptions {
   /** How long between two checks. */
@@ -7,16 +8,20 @@ export interface WaitOptions {
   what?: string;
 }
 
-/** Resolves once `check` holds; rejects when it still does not after `timeoutMs`. */
+/**
+ * Resolves once `check` holds; rejects when it still does not after `timeoutMs` (a hang bound, so
+ * scaled by BOUND_SCALE where the run is emulated).
+ */
 export async function waitFor(
   check: () => Promise<boolean>,
   timeoutMs: number,
   { pollMs = 50, what = 'condition' }: WaitOptions = {},
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+  const boundMs = timeoutMs * BOUND_SCALE;
+  const deadline = Date.now() + boundMs;
   for (;;) {
     if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`${what} not met within ${timeoutMs} ms`);
+    if (Date.now() > deadline) throw new Error(`${what} not met within ${boundMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, pollMs));
   }
 }

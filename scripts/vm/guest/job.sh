@@ -17,6 +17,10 @@ while read -r tag path; do
     fail "the $tag share did not mount at $path"
 done </mnt/job/shares
 cd /opt/berth
+# What the host sets for the job's environment (job/env: KEY=value lines).
+set -a
+. /mnt/job/env
+set +a
 sh /mnt/job/run.sh >>/mnt/job/output.log 2>&1
 echo $? >/mnt/job/exit.tmp
 mv /mnt/job/exit.tmp /mnt/job/exit
