@@ -21,13 +21,15 @@ for bin in debootstrap mkfs.ext4 sha256sum; do
 done
 
 # What a node has: the kernel, systemd as PID 1, the runtimes and their monitor, CNI plugins,
-# AppArmor, criu, node for berthd; then what the tests use on the host too (scripts/setup.sh).
+# AppArmor, criu, node for berthd; then what the tests use on the host too (scripts/setup.sh), and
+# gcc, with which the seccomp tests build their syscall probe.
 packages=(
   linux-image-amd64 systemd systemd-sysv udev dbus kmod
   runc crun conmon catatonit containernetworking-plugins
   iproute2 iptables apparmor apparmor-utils criu socat nodejs
   util-linux attr zstd procps
   docker-registry skopeo busybox-static apache2-utils openssl
+  gcc libc6-dev
 )
 image_size=6G
 
