@@ -46,6 +46,12 @@ export interface TestDaemonOptions {
 }
 
 /**
+ * A bound for a start that hangs. In the emulated Debian 13 VM node alone takes 30-40 s to load
+ * berthd's modules from the 9p share before berthd logs anything.
+ */
+const START_BOUND_MS = 120_000;
+
+/**
  * A berthd of the test's own: temp root/state/netns dirs, a bridge and a /24 no other interface on
  * the machine routes, and a host-local store in a temp dir, so tests can check leases directly.
  */
@@ -181,7 +187,7 @@ export class TestDaemon {
     await waitFor(async () => {
       if (proc.exitCode !== null) throw new Error(`berthd exited with ${proc.exitCode}:\n${this.output}`);
       return existsSync(this.socket) && this.output.includes('serving CRI', outputBefore);
-    }, 30_000);
+    }, START_BOUND_MS);
     this.client = new CriClient(this.socket);
   }
 
