@@ -122,23 +122,16 @@ export async function removeKubeletPod(driver: CgroupDriver, pod: KubeletPod): P
   }
 }
 
-/** systemd's units named berth-*: scopes runc asked for and did not stop. */
-export async function berthUnits(): Promise<string[]> {
+/** The scopes runc asked systemd for, for containers (or infras) `ids`, that systemd still has. */
+export async function scopesLeft(ids: readonly string[]): Promise<string[]> {
   const { stdout } = await run(
     'systemctl',
-    ['list-units', '--all', '--plain', '--no-legend', '--no-pager', 'berth-*'],
+    ['list-units', '--all', '--plain', '--no-legend', '--no-pager', 'berth-*.scope'],
     { timeoutMs: EXEC_TIMEOUT_MS },
   );
+  const ours = new Set(ids.map((id) => `berth-${id}.scope`));
   return stdout
     .split('\n')
     .map((line) => line.trim().split(/\s+/)[0] ?? '')
-    .filter((unit) => unit !== '');
-}
-
-/** Whether systemd knows `unit` and has it loaded (active or not). */
-export async function unitLoaded(unit: string): Promise<boolean> {
-  const { stdout } = await run('systemctl', ['show', '--property=LoadState,ActiveState', unit], {
-    timeoutMs: EXEC_TIMEOUT_MS,
-  });
-  return stdout.includes('LoadState=loaded') && !stdout.includes('ActiveState=inactive');
+    .filter((unit) => ours.has(unit));
 }
