@@ -78,7 +78,8 @@ function flagOrKey(field: Field): string {
   return SETTINGS[field].flag?.name ?? SETTINGS[field].key;
 }
 
-function hostRunsSystemd(): boolean {
+/** systemd's own test (sd_booted): it made its runtime dir, so it runs as init here. */
+export function hostRunsSystemd(): boolean {
   try {
     return statSync(SYSTEMD_MARKER).isDirectory();
   } catch {

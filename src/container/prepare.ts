@@ -87,6 +87,8 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
       ...shm,
     },
     cgroupsPath: input.cgroupsPath,
+    // As Docker, Podman, containerd and CRI-O do on v2; v1 bind mounts the container's cgroups.
+    cgroupNamespace: input.cgroups.host.version === 'v2',
     oomScoreAdj: clampOomScoreAdj(spec.resources.oomScoreAdj),
     seccomp: spec.security.privileged ? null : await seccompFor(spec.security.seccomp, capabilities.set),
     apparmorProfile: apparmorProfile(spec.security.apparmor, input.host.appArmor.enabled),

@@ -135,6 +135,12 @@ export interface ContainerSpecInput {
   /** Host paths of the pod's files. '' leaves the image's own file in place. */
   sandboxFiles: SandboxFiles;
   cgroupsPath: string;
+  /**
+   * A cgroup namespace of its own (cgroup v2): the container sees its cgroup as the root of
+   * /sys/fs/cgroup, reads its own limits there, and nothing of the host's tree. Ignored for
+   * privileged containers, which see the host's, as on v1.
+   */
+  cgroupNamespace: boolean;
   /** Already clamped by the caller. */
   oomScoreAdj: number;
   /** The resolved profile; null = unconfined. Ignored for privileged containers. */

@@ -173,6 +173,9 @@ export function containerNamespaces(input: ContainerSpecInput): LinuxNamespace[]
   if (ns.ipc !== 'NODE' && pod.ipc !== null) out.push({ type: 'ipc', path: pod.ipc });
   if (joinsUts(input) && pod.uts !== null) out.push({ type: 'uts', path: pod.uts });
   out.push({ type: 'mount' });
+  // runc mounts a new cgroup2 filesystem at /sys/fs/cgroup, which shows the root of the
+  // namespace it is mounted in: without one of its own, the host's whole tree.
+  if (input.cgroupNamespace && !input.spec.security.privileged) out.push({ type: 'cgroup' });
   if (!isHostNetwork(input) && pod.network !== null) out.push({ type: 'network', path: pod.network });
   return out;
 }

@@ -168,6 +168,7 @@ async function specFor(
     apparmorProfile: null,
     devices: sec.privileged ? await hostDevices() : [],
     deviceRules: [],
+    cgroupNamespace: false,
     mounts,
     capabilities,
     ...over,

@@ -47,6 +47,7 @@ function input(spec: ContainerSpec, over: Partial<ContainerSpecInput> = {}): Con
     apparmorProfile: null,
     devices: [],
     deviceRules: [],
+    cgroupNamespace: false,
     mounts: spec.mounts,
     capabilities: containerCapabilities(spec.security, KNOWN_CAPABILITIES),
     ...over,
@@ -289,6 +290,14 @@ test('namespaces: pid CONTAINER is a new pid ns', () => {
   const out = buildContainerSpec(input(containerSpec()));
   assert.deepEqual(out.linux?.namespaces?.[0], { type: 'pid' });
   assert.equal(out.hostname, undefined, 'the uts ns is joined, so no hostname');
+});
+
+test('namespaces: a cgroup ns of its own where asked (cgroup v2), never for a privileged container', () => {
+  const types = (spec: ReturnType<typeof containerSpec>, cgroupNamespace: boolean): string[] =>
+    (buildContainerSpec(input(spec, { cgroupNamespace })).linux?.namespaces ?? []).map((n) => n.type);
+  assert.ok(types(containerSpec(), true).includes('cgroup'));
+  assert.ok(!types(containerSpec(), false).includes('cgroup'));
+  assert.ok(!types(containerSpec({}, { privileged: true }), true).includes('cgroup'));
 });
 
 test('namespaces: NODE pid and ipc are left out (the host ones)', () => {
