@@ -79,7 +79,7 @@ async function setUp(): Promise<Setup> {
   const image = await pushImage(registry, 'berth/apparmor', '1', {
     layers: [
       await busyboxLayer('gzip', {
-        applets: ['umount', 'pgrep'],
+        applets: ['umount'],
         entries: [{ type: 'dir', path: 'mnt' }],
       }),
     ],
@@ -170,14 +170,18 @@ describe('AppArmor where the host has it', { skip: onSkip, timeout: SUITE_TIMEOU
   });
 
   it('Unconfined, by either field, and a privileged container run unconfined', async () => {
-    const unconfined = { main: 'unconfined', exec: 'unconfined' };
+    // No profile: the process keeps its creator's label, "unconfined" or, where runc has a profile
+    // of its own flagged unconfined (Debian 13), "runc (unconfined)"; never enforced.
+    const unconfined = /^(unconfined|runc \(unconfined\))$/;
     for (const sc of [
       profile('Unconfined'),
       { apparmor_profile: 'unconfined' },
       { ...profile('RuntimeDefault'), privileged: true },
     ]) {
       const id = await start({ linux: { security_context: sc } });
-      assert.deepEqual(await labels(id), unconfined, JSON.stringify(sc));
+      const { main, exec } = await labels(id);
+      assert.match(main, unconfined, JSON.stringify(sc));
+      assert.match(exec, unconfined, JSON.stringify(sc));
     }
   });
 
@@ -198,8 +202,8 @@ describe('AppArmor where the host has it', { skip: onSkip, timeout: SUITE_TIMEOU
     assert.equal(out, 'hello\nchild-done\n0\n');
   });
 
-  it('denies writes to /proc/sys and sysrq-trigger, mount, umount and /sys/firmware; Unconfined may', async () => {
-    // /proc/sys is made writable, /sys/firmware unmasked and CAP_SYS_ADMIN granted (with no
+  it('denies writes to /proc/sys and sysrq-trigger, mount and umount; Unconfined may', async () => {
+    // /proc/sys is made writable, /proc/kcore's mask kept and CAP_SYS_ADMIN granted (with no
     // seccomp filter), so that nothing but AppArmor stands between the container and each act.
     const open = {
       capabilities: { add_capabilities: ['CAP_SYS_ADMIN'] },
@@ -214,7 +218,6 @@ describe('AppArmor where the host has it', { skip: onSkip, timeout: SUITE_TIMEOU
       ['sysrq-trigger', ': >> /proc/sysrq-trigger'],
       ['mount', 'mount -t tmpfs berth /mnt'],
       ['umount', 'umount /proc/kcore'],
-      ['/sys/firmware', 'ls /sys/firmware/'],
     ];
     for (const [what, script] of acts) {
       const denied = await execSync(s.daemon.cri, confined, ['sh', '-c', script]);
@@ -237,8 +240,11 @@ describe('AppArmor where the host has it', { skip: onSkip, timeout: SUITE_TIMEOU
       { command: ['/bin/sleep', '1002'], linux: { security_context: profile('RuntimeDefault') } },
       shared,
     );
-    const pidOf = async (args: string): Promise<string> =>
-      (await execText(s.daemon.cri, confined, ['pgrep', '-f', `sleep ${args}`])).trim();
+    // busybox has no pgrep; the pattern is split so that the shell's own command line misses it.
+    const pidOf = async (arg: string): Promise<string> => {
+      const script = `ps | while read pid rest; do case "$rest" in *"sleep ${arg.slice(0, 2)}"${arg.slice(2)}*) echo $pid;; esac; done`;
+      return (await execText(s.daemon.cri, confined, ['sh', '-c', script])).trim();
+    };
     const outsiderPid = await pidOf('1001');
     const siblingPid = await pidOf('1002');
 
