@@ -10,6 +10,7 @@ import { describePod, type PodSnapshot } from './cri/events.js';
 import { loadCriServices } from './cri/loader.js';
 import { serveCri, type CriServer } from './cri/server.js';
 import { EventHub } from './events/hub.js';
+import { setUpAppArmor } from './host/apparmor.js';
 import { probeHostFeatures } from './host/features.js';
 import { LifecyclePublisher, sandboxChange, type LifecycleEvent } from './events/lifecycle.js';
 import { sweepImageStore } from './image/recovery.js';
@@ -71,14 +72,11 @@ export async function startDaemon(
   const started = Date.now();
   const dirLocks = await claimDirs(config);
   // A few milliseconds; nothing else probes the host after this.
-  const host = await probeHostFeatures({ timeoutMs: config.runtimeTimeoutMs });
+  const probed = await probeHostFeatures({ timeoutMs: config.runtimeTimeoutMs });
+  // RuntimeDefault containers are confined by it (see oci/apparmor.ts); start-up fails without it.
+  const appArmor = await setUpAppArmor(probed.appArmor.enabled, { timeoutMs: config.runtimeTimeoutMs });
+  const host = { ...probed, appArmor };
   logger.info({ features: host }, 'host features');
-  // See oci/apparmor.ts: containers that ask for no profile would be confined by containerd or CRI-O.
-  if (host.appArmor.enabled) {
-    logger.warn(
-      'AppArmor is enabled, but berth has no default profile yet: RuntimeDefault containers run unconfined by it',
-    );
-  }
   await prepareNetnsDir(config.netnsDir);
   // Where each exec's process file, pid file and runc log live while it runs.
   const execDir = join(config.stateDir, 'exec');

@@ -1,18 +1,20 @@
 /**
  * Everything CreateContainer must learn from the host before the OCI spec can be written: the
- * user from the image's files, mount sources, devices, the seccomp profile, the pod's files
+ * user from the image's files, mount sources, devices, the seccomp profile, whether a Localhost
+ * AppArmor profile is loaded, the pod's files
  * (src/sandbox/files.ts writes them). The spec itself is built by the pure src/oci/container.ts.
  */
 import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CgroupManager } from '../cgroups/index.js';
 import { FailedPreconditionError } from '../errors.js';
+import { requireLoadedProfile } from '../host/apparmor.js';
 import type { HostFeatures } from '../host/features.js';
 import type { ImageRuntimeConfig } from '../model/image.js';
 import type { ContainerSpec } from '../model/container.js';
 import type { SecurityProfile } from '../oci/container-input.js';
 import type { Sandbox } from '../model/sandbox.js';
-import { apparmorProfile } from '../oci/apparmor.js';
+import { apparmorProfile, type AppArmorHost } from '../oci/apparmor.js';
 import { allCapabilities, containerCapabilities } from '../oci/capabilities.js';
 import { buildContainerSpec, processCwd } from '../oci/container.js';
 import { deviceFromPath, hostDevices } from '../oci/devices.js';
@@ -91,7 +93,7 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     cgroupNamespace: input.cgroups.host.version === 'v2',
     oomScoreAdj: clampOomScoreAdj(spec.resources.oomScoreAdj),
     seccomp: spec.security.privileged ? null : await seccompFor(spec.security.seccomp, capabilities.set),
-    apparmorProfile: apparmorProfile(spec.security.apparmor, input.host.appArmor.enabled),
+    apparmorProfile: await appArmorFor(spec.security.apparmor, input.host.appArmor),
     devices: devices.devices,
     deviceRules: devices.rules,
     mounts: mounts.mounts,
@@ -151,6 +153,16 @@ async function seccompFor(
     case 'Localhost':
       return loadSeccompProfile(profile.path);
   }
+}
+
+/**
+ * A Localhost profile is looked for among the loaded ones even for a privileged container, which
+ * runs unconfined: the request is refused the same way whatever else it asks.
+ */
+async function appArmorFor(profile: SecurityProfile, host: AppArmorHost): Promise<string | null> {
+  const name = apparmorProfile(profile, host);
+  if (profile.kind === 'Localhost' && name !== null) await requireLoadedProfile(name);
+  return name;
 }
 
 async function exists(path: string): Promise<boolean> {

@@ -113,7 +113,7 @@ const LOCALHOST_PREFIX = 'localhost/';
  * seccomp is Unconfined (the CRI: "Default: '', which is identical with unconfined"; containerd
  * applies no filter; kubelet always sends one, RuntimeDefault when SeccompDefault is on) and
  * AppArmor is RuntimeDefault (the CRI: runtime/default is "equivalent to not specifying a profile";
- * containerd applies its default profile when the host has AppArmor).
+ * containerd, like berth, applies its default profile when the host has AppArmor).
  */
 function toProfile(
   kind: ProfileKind,

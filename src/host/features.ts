@@ -9,11 +9,15 @@ import { release } from 'node:os';
 import { probeCgroupHost, type CgroupHost } from '../cgroups/probe.js';
 import { findProgram, run } from '../exec.js';
 import { loadLibc } from '../libc.js';
+import type { AppArmorHost } from '../oci/apparmor.js';
 
 export interface HostFeatures {
   cgroups: CgroupHost;
-  /** The AppArmor LSM is enabled; berth itself loads no profile (see oci/apparmor.ts). */
-  appArmor: { enabled: boolean };
+  /**
+   * Whether the AppArmor LSM is enabled, and the default profile berthd loaded there at start-up
+   * (host/apparmor.ts; the probe itself loads nothing and answers null).
+   */
+  appArmor: AppArmorHost;
   /** The kernel filters syscalls (CONFIG_SECCOMP_FILTER), with the actions it offers. */
   seccomp: { enabled: boolean; actions: string[] };
   /** The page sizes the kernel has huge pages of, as CRI names them ("2MB"). */
@@ -38,7 +42,7 @@ export async function probeHostFeatures(opts: { timeoutMs: number }): Promise<Ho
   ]);
   return {
     cgroups,
-    appArmor: { enabled: appArmor },
+    appArmor: { enabled: appArmor, defaultProfile: null },
     seccomp,
     hugetlb: { pageSizes },
     idmappedMounts: { kernel: release(), mountSetattr },

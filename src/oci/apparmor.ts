@@ -1,24 +1,44 @@
 /**
- * The AppArmor profile a container's process gets. berth ships and loads no AppArmor profile of
- * its own yet, so RuntimeDefault applies none: on a host with AppArmor enabled such a container
- * runs without AppArmor confinement (containerd and CRI-O would apply their default profile;
- * berthd says so at start-up). A Localhost profile is one the host has loaded, and runc applies
- * it (failing the create when it is not loaded). Without AppArmor on the host, RuntimeDefault and
- * Unconfined both mean no profile (the CRI: runtime/default "is equivalent to not specifying a
- * profile", which is also what berth reads from a request naming none), while a named profile is
- * refused rather than silently not applied, as containerd does.
+ * The AppArmor profile a container's process gets. Where the host has AppArmor, RuntimeDefault
+ * (also what berth reads from a request naming no profile, as containerd treats it) is berth's own
+ * default profile, which berthd loads at start-up (host/apparmor.ts); Localhost is a profile the
+ * host has loaded, by name; Unconfined is none. Privileged containers run unconfined whatever
+ * they ask (oci/container.ts leaves the profile out), and so does the pod's infra process, as
+ * containerd leaves its sandbox container: the CRI gives a pod no AppArmor profile of its own.
+ * An exec'd process runs under the container's profile, which it takes from the container's spec.
+ *
+ * Without AppArmor on the host, RuntimeDefault and Unconfined both mean no profile (the CRI:
+ * runtime/default "is equivalent to not specifying a profile"), while a named profile is refused
+ * rather than silently not applied, as containerd does.
  */
-import { InvalidArgumentError } from '../errors.js';
+import { FailedPreconditionError, InvalidArgumentError } from '../errors.js';
 import type { SecurityProfile } from './container-input.js';
 
+/** Where a Localhost profile is named, whichever of the two request fields carried it. */
+export const APPARMOR_LOCALHOST_FIELD = 'config.linux.security_context.apparmor.localhost_ref';
+
+export interface AppArmorHost {
+  enabled: boolean;
+  /** The profile RuntimeDefault means, once loaded; null where AppArmor is off. */
+  defaultProfile: string | null;
+}
+
 /** The profile name for the spec's process.apparmorProfile, or null for none. */
-export function apparmorProfile(profile: SecurityProfile, hostHasAppArmor: boolean): string | null {
-  if (profile.kind !== 'Localhost') return null;
-  if (!hostHasAppArmor) {
-    throw new InvalidArgumentError(
-      'config.linux.security_context.apparmor.localhost_ref',
-      'AppArmor is not enabled on this host',
-    );
+export function apparmorProfile(profile: SecurityProfile, host: AppArmorHost): string | null {
+  switch (profile.kind) {
+    case 'Unconfined':
+      return null;
+    case 'RuntimeDefault':
+      if (!host.enabled) return null;
+      // Start-up loads it or fails; a host without it must not pass for confined.
+      if (host.defaultProfile === null) {
+        throw new FailedPreconditionError("AppArmor is enabled but berth's default profile is not loaded");
+      }
+      return host.defaultProfile;
+    case 'Localhost':
+      if (!host.enabled) {
+        throw new InvalidArgumentError(APPARMOR_LOCALHOST_FIELD, 'AppArmor is not enabled on this host');
+      }
+      return profile.path;
   }
-  return profile.path;
 }

@@ -8,7 +8,9 @@ import { readFile } from 'node:fs/promises';
 import { describe, test } from 'node:test';
 import { pageSizeName, probeHostFeatures } from '../../src/host/features.js';
 import type { SecurityProfile } from '../../src/oci/container-input.js';
+import { profileNameOf } from '../../src/host/apparmor.js';
 import { apparmorProfile } from '../../src/oci/apparmor.js';
+import { DEFAULT_APPARMOR_PROFILE, defaultAppArmorProfile } from '../../src/oci/apparmor-profile.js';
 
 test('huge page sizes are named as CRI names them', () => {
   assert.equal(pageSizeName(2048), '2MB');
@@ -34,19 +36,69 @@ describe('apparmorProfile', () => {
   const runtimeDefault: SecurityProfile = { kind: 'RuntimeDefault' };
   const unconfined: SecurityProfile = { kind: 'Unconfined' };
   const localhost: SecurityProfile = { kind: 'Localhost', path: 'my-profile' };
+  const off = { enabled: false, defaultProfile: null };
+  const on = { enabled: true, defaultProfile: 'berth-default' };
 
   test('without AppArmor: RuntimeDefault and Unconfined get none, a named profile is refused', () => {
-    assert.equal(apparmorProfile(runtimeDefault, false), null);
-    assert.equal(apparmorProfile(unconfined, false), null);
-    assert.throws(() => apparmorProfile(localhost, false), {
+    assert.equal(apparmorProfile(runtimeDefault, off), null);
+    assert.equal(apparmorProfile(unconfined, off), null);
+    assert.throws(() => apparmorProfile(localhost, off), {
       name: 'InvalidArgumentError',
       message: /apparmor\.localhost_ref.*AppArmor is not enabled on this host/,
     });
   });
 
-  test('with AppArmor: the named profile is applied; berth has no default profile, so RuntimeDefault gets none', () => {
-    assert.equal(apparmorProfile(localhost, true), 'my-profile');
-    assert.equal(apparmorProfile(runtimeDefault, true), null);
-    assert.equal(apparmorProfile(unconfined, true), null);
+  test("with AppArmor: the named profile is applied, RuntimeDefault is berth's default, Unconfined none", () => {
+    assert.equal(apparmorProfile(localhost, on), 'my-profile');
+    assert.equal(apparmorProfile(runtimeDefault, on), 'berth-default');
+    assert.equal(apparmorProfile(unconfined, on), null);
+  });
+
+  test('with AppArmor but no default profile loaded, RuntimeDefault is refused, never unconfined', () => {
+    assert.throws(() => apparmorProfile(runtimeDefault, { enabled: true, defaultProfile: null }), {
+      name: 'FailedPreconditionError',
+      message: /default profile is not loaded/,
+    });
+  });
+});
+
+describe('the loaded profiles list', () => {
+  test('a line is "name (mode)"; a name may hold spaces and parentheses', () => {
+    assert.equal(profileNameOf('berth-default (enforce)'), 'berth-default');
+    assert.equal(profileNameOf('/usr/bin/man (complain)'), '/usr/bin/man');
+    assert.equal(profileNameOf('a b (x) (unconfined)'), 'a b (x)');
+    assert.equal(profileNameOf('runc//child (kill)'), 'runc//child');
+    assert.equal(profileNameOf(''), null);
+    assert.equal(profileNameOf('no-mode'), null);
+  });
+});
+
+describe("berth's default profile text", () => {
+  const text = defaultAppArmorProfile();
+
+  test('is one profile under its name, with the ABI pinned', () => {
+    assert.equal(DEFAULT_APPARMOR_PROFILE, 'berth-default');
+    assert.match(text, /^abi <abi\/3\.0>,$/m);
+    assert.match(text, /^profile berth-default flags=\(attach_disconnected,mediate_deleted\) \{$/m);
+    assert.equal(text.match(/^profile /gm)?.length, 1);
+    assert.ok(text.trimEnd().endsWith('}'));
+    assert.equal(text.includes('#include'), false, 'no include: the text is all of it');
+  });
+
+  test('denies what reaches past the container', () => {
+    for (const rule of [
+      'deny mount,',
+      'deny umount,',
+      'deny /proc/* wl,',
+      'deny /proc/[^0-9]*/** wl,',
+      'deny /proc/{kcore,kmsg,sysrq-trigger} rwlkx,',
+      'deny /sys/firmware/** rwlkx,',
+    ]) {
+      assert.ok(text.includes(`  ${rule}\n`), rule);
+    }
+    assert.match(text, /^ {2}signal \(send, receive\) peer=berth-default,$/m);
+    assert.match(text, /^ {2}ptrace \(trace, read, tracedby, readby\) peer=berth-default,$/m);
+    assert.match(text, /^ {2}signal \(receive\) peer=unconfined,$/m);
+    assert.doesNotMatch(text, /signal \(send[^)]*\) peer=unconfined/, 'no signals out of the container');
   });
 });
