@@ -86,7 +86,7 @@ const EPERM = 1;
  */
 async function hasMountSetattr(): Promise<boolean> {
   const libc = await loadLibc();
-  if (libc.mountSetattrWithoutAttrs(-1, '', 0) === 0) return true;
+  if (libc.mountSetattr(-1, '', 0, null) === 0) return true;
   const errno = libc.errno();
   return errno !== ENOSYS && errno !== EPERM;
 }

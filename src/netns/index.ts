@@ -174,7 +174,8 @@ export async function createPinnedNamespaces(request: NamespacePinRequest, timeo
   }
 }
 
-async function createEmptyFile(path: string): Promise<void> {
+/** Creates the empty file a pin is bound on; a name taken already is an AlreadyExistsError. */
+export async function createEmptyFile(path: string): Promise<void> {
   try {
     // Exclusive: a name collision must not mount a second namespace over a pin someone uses.
     await (await open(path, 'wx', 0o444)).close();
