@@ -71,7 +71,10 @@ export async function startDaemon(
   const started = Date.now();
   const dirLocks = await claimDirs(config);
   // A few milliseconds; nothing else probes the host after this.
-  const host = await probeHostFeatures({ timeoutMs: config.runtimeTimeoutMs });
+  const host = await probeHostFeatures({
+    timeoutMs: config.runtimeTimeoutMs,
+    scratchDir: join(config.rootDir, 'probe'),
+  });
   logger.info({ features: host }, 'host features');
   // See oci/apparmor.ts: containers that ask for no profile would be confined by containerd or CRI-O.
   if (host.appArmor.enabled) {
@@ -115,6 +118,14 @@ export async function startDaemon(
       binary: await findProgram(config.monitor),
       systemdCgroup: config.cgroupDriver === 'systemd',
       kernelHasMountSetattr: host.idmappedMounts.mountSetattr,
+      usernsProbe:
+        host.idmappedMounts.overlayLower && host.idmappedMounts.tmpfs
+          ? {
+              rootfs: infraRootfs,
+              scratchParent: join(config.stateDir, 'probe'),
+              timeoutMs: config.runtimeTimeoutMs,
+            }
+          : null,
       exitDir,
       persistDir,
       socketDir: join(config.stateDir, 'sockets'),

@@ -4,7 +4,7 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmod, chown, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +16,10 @@ import { createPinnedUserns, removeUserns, type IdMapping } from '../../src/netn
 import { idmappedBind } from '../../src/mounts/idmap.js';
 import { MountFlags, MountSyscallError, mountSyscall, unmountAll } from '../../src/mounts/syscalls.js';
 import { processesMentioning } from '../../src/process/index.js';
+import { probeIdmapSupport } from '../../src/host/idmap-probe.js';
+import { ensureInfraRootfs } from '../../src/oci/infra.js';
+import { Runc } from '../../src/runtime/runc.js';
+import { probeUsernsJoin } from '../../src/runtime/userns-probe.js';
 import { rootSkip } from '../harness/skip.js';
 
 const TIMEOUT_MS = 10_000;
@@ -219,5 +223,73 @@ describe('idmapped mounts with a pinned user namespace', { skip: rootSkip }, () 
     err = await failure({ source, target, userns: '/proc/self/ns/user', recursive: false });
     assert.match(err.message, /\(mount_setattr\): EPERM/);
     await removeUserns(pin);
+  });
+
+  test('the host probe finds this kernel idmaps overlay lower layers and tmpfs, and leaves nothing', async () => {
+    const scratch = join(dir, 'probe');
+    // What a berthd killed mid-probe leaves: a pinned namespace and a mount in its scratch dir.
+    const stale = join(scratch, 'idmap-stale');
+    await mkdir(join(stale, 'tmpfs'), { recursive: true });
+    await createPinnedUserns({ path: join(stale, 'userns'), uids: POD, gids: POD }, TIMEOUT_MS);
+    await mountSyscall({
+      source: 'berth-test',
+      target: join(stale, 'tmpfs'),
+      fstype: 'tmpfs',
+      flags: 0,
+      data: null,
+    });
+
+    assert.deepEqual(await probeIdmapSupport(scratch, TIMEOUT_MS), {
+      overlayLower: true,
+      tmpfs: true,
+      reason: null,
+    });
+    assert.deepEqual(await readdir(scratch), [], 'no scratch dir left, the stale one gone too');
+    const table = await readFile('/proc/self/mountinfo', 'utf8');
+    assert.equal(table.includes(scratch), false, 'nothing mounted below the scratch dir');
+  });
+
+  test('the host probe says why when the filesystem cannot be idmapped', async () => {
+    // overlayfs itself cannot be idmapped: a scratch dir on one fails the lower-layer check alone.
+    const base = join(dir, 'on-overlay');
+    const [lower, upper, work, merged] = ['lower', 'upper', 'work', 'merged'].map((n) => join(base, n)) as [
+      string,
+      string,
+      string,
+      string,
+    ];
+    for (const d of [lower, upper, work, merged]) await mkdir(d, { recursive: true });
+    const data = `lowerdir=${lower},upperdir=${upper},workdir=${work}`;
+    await mountSyscall({ source: 'overlay', target: merged, fstype: 'overlay', flags: 0, data });
+    mounts.push(merged);
+    const found = await probeIdmapSupport(join(merged, 'probe'), TIMEOUT_MS);
+    assert.equal(found.overlayLower, false);
+    assert.equal(found.tmpfs, true);
+    assert.match(found.reason ?? '', /^idmapped overlay lower layer: .*\(mount_setattr\): EINVAL/);
+    assert.deepEqual(await readdir(join(merged, 'probe')), []);
+  });
+
+  test('runc joins a pinned user namespace by path; the probe says why when a container cannot run', async () => {
+    const rootfs = await ensureInfraRootfs(join(dir, 'root'));
+    const runc = new Runc({
+      binary: 'runc',
+      root: join(dir, 'runc'),
+      systemdCgroup: false,
+      timeoutMs: TIMEOUT_MS,
+    });
+    const scratchParent = join(dir, 'state', 'probe');
+    assert.equal(await probeUsernsJoin(runc, { rootfs, scratchParent, timeoutMs: TIMEOUT_MS }), null);
+    assert.deepEqual(await readdir(scratchParent), []);
+    assert.deepEqual(await runc.list(), [], 'runc deleted the probe container');
+
+    // A rootfs without catatonit: runc joins, but the process cannot start.
+    const empty = join(dir, 'empty-rootfs');
+    for (const mountPoint of ['proc', 'dev', 'sys'])
+      await mkdir(join(empty, mountPoint), { recursive: true });
+    const reason = await probeUsernsJoin(runc, { rootfs: empty, scratchParent, timeoutMs: TIMEOUT_MS });
+    assert.match(reason ?? '', /runc .* run .*catatonit/);
+    assert.deepEqual(await readdir(scratchParent), []);
+    assert.deepEqual(await runc.list(), []);
+    assert.equal((await readFile('/proc/self/mountinfo', 'utf8')).includes(scratchParent), false);
   });
 });
