@@ -10,7 +10,8 @@ import { errorMessage } from '../errors.js';
 import { idmappedBind } from '../mounts/idmap.js';
 import { withScratchDir } from '../mounts/scratch.js';
 import { mountSyscall } from '../mounts/syscalls.js';
-import { createPinnedUserns, type IdMapping } from '../netns/userns.js';
+import { createPinnedUserns } from '../netns/userns.js';
+import type { IdMapping } from '../oci/userns.js';
 import { PRIVATE_DIR } from '../file-modes.js';
 
 export interface IdmapSupport {

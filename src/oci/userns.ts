@@ -5,8 +5,14 @@
  * namespace's own (tried with 1.1.5), so they must be the very mappings the namespace was made
  * with.
  */
-import type { IdMapping } from '../netns/userns.js';
 import type { Linux, LinuxIDMapping } from './spec.js';
+
+/** One line of a uid_map or gid_map: `length` ids from `containerId` inside are `hostId` on. */
+export interface IdMapping {
+  containerId: number;
+  hostId: number;
+  length: number;
+}
 
 export interface PodUserNamespace {
   /** The pinned namespace (see netns/userns.ts). */
