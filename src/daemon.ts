@@ -54,6 +54,8 @@ const MONITOR_CHECK_MS = 5_000;
 export interface DaemonOptions {
   /** Test-only hook, see SandboxServiceDeps.pauseBeforeStep (container steps: rootfs, spec, monitor). */
   pauseBeforeStep?: string;
+  /** Test-only hook, see SandboxServiceDeps.userNamespacePods. */
+  userNamespacePods?: boolean;
 }
 
 export interface Daemon {
@@ -72,7 +74,10 @@ export async function startDaemon(
   const started = Date.now();
   const dirLocks = await claimDirs(config);
   // A few milliseconds; nothing else probes the host after this.
-  const probed = await probeHostFeatures({ timeoutMs: config.runtimeTimeoutMs });
+  const probed = await probeHostFeatures({
+    timeoutMs: config.runtimeTimeoutMs,
+    scratchDir: join(config.rootDir, 'probe'),
+  });
   // RuntimeDefault containers are confined by it (see oci/apparmor.ts); start-up fails without it.
   const appArmor = await setUpAppArmor(probed.appArmor.enabled, { timeoutMs: config.runtimeTimeoutMs });
   const host = { ...probed, appArmor };
@@ -113,6 +118,14 @@ export async function startDaemon(
       binary: await findProgram(config.monitor),
       systemdCgroup: config.cgroupDriver === 'systemd',
       kernelHasMountSetattr: host.idmappedMounts.mountSetattr,
+      usernsProbe:
+        host.idmappedMounts.overlayLower && host.idmappedMounts.tmpfs
+          ? {
+              rootfs: infraRootfs,
+              scratchParent: join(config.stateDir, 'probe'),
+              timeoutMs: config.runtimeTimeoutMs,
+            }
+          : null,
       exitDir,
       persistDir,
       socketDir: join(config.stateDir, 'sockets'),
@@ -206,6 +219,7 @@ export async function startDaemon(
     containers: containers.lifecycle,
     events,
     teardown: sandboxTeardown,
+    ...(opts.userNamespacePods === true ? { userNamespacePods: true } : {}),
     ...(opts.pauseBeforeStep ? { pauseBeforeStep: opts.pauseBeforeStep } : {}),
   });
   events.describeWith((sandboxId) => describePod(sandboxes, containers, sandboxId));

@@ -18,14 +18,22 @@ export interface Libc {
   umount2(target: string, flags: number): number;
   flock(fd: number, operation: number): number;
   /**
-   * mount_setattr(2) with no attributes, through syscall(2) (glibc before 2.36 has no wrapper):
-   * only ever called to learn whether the kernel has it (ENOSYS when it has not).
+   * The new mount API, through syscall(2): glibc before 2.36 has no wrappers. open_tree(2)
+   * returns a file descriptor (or -1); `attr` is a struct mount_attr, or null to ask nothing of
+   * mount_setattr(2), which only tells whether the kernel has it (ENOSYS when it has not).
    */
-  mountSetattrWithoutAttrs(dfd: number, path: string, flags: number): number;
+  openTree(dfd: number, path: string, flags: number): number;
+  mountSetattr(dfd: number, path: string, flags: number, attr: Buffer | null): number;
+  moveMount(fromDfd: number, fromPath: string, toDfd: number, toPath: string, flags: number): number;
   errno(): number;
 }
 
-/** mount_setattr's number in the syscall table every architecture berth runs on shares. */
+/**
+ * The new mount API's numbers: from 424 on, every architecture berth runs on (x86_64, arm64)
+ * shares one syscall table.
+ */
+const SYS_OPEN_TREE = 428;
+const SYS_MOVE_MOUNT = 429;
 const SYS_MOUNT_SETATTR = 442;
 
 let libc: Promise<Libc> | undefined;
@@ -43,9 +51,38 @@ export function loadLibc(): Promise<Libc> {
       mount: (source, target, fstype, flags, data) => Number(mount(source, target, fstype, flags, data)),
       umount2: (target, flags) => Number(umount2(target, flags)),
       flock: (fd, operation) => Number(flock(fd, operation)),
-      mountSetattrWithoutAttrs: (dfd, path, flags) =>
+      openTree: (dfd, path, flags) => Number(syscall(SYS_OPEN_TREE, 'int', dfd, 'str', path, 'uint', flags)),
+      mountSetattr: (dfd, path, flags, attr) =>
         Number(
-          syscall(SYS_MOUNT_SETATTR, 'int', dfd, 'str', path, 'uint', flags, 'void *', null, 'size_t', 0),
+          syscall(
+            SYS_MOUNT_SETATTR,
+            'int',
+            dfd,
+            'str',
+            path,
+            'uint',
+            flags,
+            'void *',
+            attr,
+            'size_t',
+            attr?.length ?? 0,
+          ),
+        ),
+      moveMount: (fromDfd, fromPath, toDfd, toPath, flags) =>
+        Number(
+          syscall(
+            SYS_MOVE_MOUNT,
+            'int',
+            fromDfd,
+            'str',
+            fromPath,
+            'int',
+            toDfd,
+            'str',
+            toPath,
+            'uint',
+            flags,
+          ),
         ),
       errno: () => koffi.errno(),
     };

@@ -36,6 +36,12 @@ export class ContainerCreation {
   async inPod(sandbox: Sandbox, spec: ContainerSpec): Promise<string> {
     const { config, store, images } = this.deps;
     requireReady(sandbox);
+    if (sandbox.spec.userNamespace !== null) {
+      // Run in the host's user namespace, it would drop the isolation its pod asked for.
+      throw new FailedPreconditionError(
+        `pod sandbox ${sandbox.id} has a user namespace of its own, and berth cannot run containers in one yet`,
+      );
+    }
     const resolved = images.resolve(spec.image);
     if (!resolved) throw new NotFoundError('image', spec.image);
     const image = resolved.record;

@@ -6,11 +6,11 @@ import type { SandboxFilter, SandboxStateName, SandboxView } from '../sandbox/ty
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
 import type { UnaryHandlers } from './handler.js';
 import { jsonInfo, type Received, type Sent } from './messages.js';
+import { toPodUserNamespace } from './userns.js';
 import {
   int64Id,
   ipAddress,
   namespaceMode,
-  refuseUserNamespace,
   oneOf,
   optionalAbsolutePath,
   optionalCgroupParent,
@@ -32,7 +32,8 @@ export function sandboxHandlers(sandboxes: SandboxService) {
   return {
     RunPodSandbox: async (req) => {
       // The service checks the runtime handler: it looks it up once for the whole run.
-      return { pod_sandbox_id: await sandboxes.run(toSandboxSpec(req)) };
+      const userNamespaces = sandboxes.userNamespacePods(req.runtime_handler);
+      return { pod_sandbox_id: await sandboxes.run(toSandboxSpec(req, { userNamespaces })) };
     },
     StopPodSandbox: async (req) => {
       await sandboxes.stop(requireId('pod_sandbox_id', req.pod_sandbox_id));
@@ -58,7 +59,15 @@ export function sandboxHandlers(sandboxes: SandboxService) {
   } satisfies UnaryHandlers<RuntimeServiceHandlers>;
 }
 
-export function toSandboxSpec(req: Received<'RunPodSandboxRequest'>): SandboxSpec {
+/** What the pod's handler can run; by default, no pod of its own user namespace. */
+export interface SandboxAbilities {
+  userNamespaces: boolean;
+}
+
+export function toSandboxSpec(
+  req: Received<'RunPodSandboxRequest'>,
+  can: SandboxAbilities = { userNamespaces: false },
+): SandboxSpec {
   const config = req.config;
   if (!config) throw new InvalidArgumentError('config', 'is required');
   const md = config.metadata;
@@ -66,6 +75,20 @@ export function toSandboxSpec(req: Received<'RunPodSandboxRequest'>): SandboxSpe
   const linux = config.linux;
   const security = linux?.security_context ?? null;
   const namespaces = toNamespaces(security?.namespace_options ?? null);
+  const userNamespace = toPodUserNamespace(NAMESPACE_OPTIONS, security?.namespace_options?.userns_options);
+  if (userNamespace !== null && namespaces.network === 'NODE') {
+    throw new InvalidArgumentError(
+      `${NAMESPACE_OPTIONS}.network`,
+      'NODE with a user namespace of its own: berth cannot run those (features.user_namespaces_host_network is false)',
+    );
+  }
+  // Refused rather than run in the host's: that would drop the isolation the pod asked for.
+  if (userNamespace !== null && !can.userNamespaces) {
+    throw new InvalidArgumentError(
+      `${NAMESPACE_OPTIONS}.userns_options.mode`,
+      `POD asks for a user namespace of its own, and runtime handler "${req.runtime_handler}" cannot run pods in one (its features.user_namespaces is false)`,
+    );
+  }
   const runAsGroup = security?.run_as_group
     ? int64Id('config.linux.security_context.run_as_group.value', security.run_as_group.value)
     : null;
@@ -89,6 +112,7 @@ export function toSandboxSpec(req: Received<'RunPodSandboxRequest'>): SandboxSpe
     cgroupParent: optionalCgroupParent('config.linux.cgroup_parent', linux?.cgroup_parent ?? ''),
     sysctls: toSysctls(linux?.sysctls ?? {}, namespaces),
     namespaces,
+    userNamespace,
     security: {
       runAsUser,
       runAsGroup,
@@ -102,8 +126,10 @@ export function toSandboxSpec(req: Received<'RunPodSandboxRequest'>): SandboxSpe
   };
 }
 
+const NAMESPACE_OPTIONS = 'config.linux.security_context.namespace_options';
+
 function toNamespaces(options: Received<'NamespaceOption'> | null): SandboxSpec['namespaces'] {
-  const base = 'config.linux.security_context.namespace_options';
+  const base = NAMESPACE_OPTIONS;
   const mode = (name: 'network' | 'pid' | 'ipc') => {
     const m = namespaceMode(`${base}.${name}`, options?.[name] ?? '');
     // A pod's sandbox is the target that TARGET refers to; it cannot itself target something.
@@ -112,7 +138,6 @@ function toNamespaces(options: Received<'NamespaceOption'> | null): SandboxSpec[
     }
     return m;
   };
-  refuseUserNamespace(base, options?.userns_options);
   return {
     network: mode('network'),
     pid: mode('pid'),

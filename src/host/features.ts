@@ -1,8 +1,8 @@
 /**
  * What the host can do, probed once at start-up: logged once, shown by verbose Status (`crictl
  * info`), and handed to whoever decides by it, so that no module keeps a probe of its own. Probes
- * of what a runtime handler can do (rro mounts) belong to the handler. Some features here are
- * information only: berth sets up no idmapped mounts and runs no criu yet.
+ * of what a runtime handler can do (rro mounts, joining a user namespace) belong to the handler.
+ * criu is information only: berth runs none yet.
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { release } from 'node:os';
@@ -10,6 +10,7 @@ import { probeCgroupHost, type CgroupHost } from '../cgroups/probe.js';
 import { findProgram, run } from '../exec.js';
 import { loadLibc } from '../libc.js';
 import type { AppArmorHost } from '../oci/apparmor.js';
+import { probeIdmapSupport, type IdmapSupport } from './idmap-probe.js';
 
 export interface HostFeatures {
   cgroups: CgroupHost;
@@ -23,21 +24,27 @@ export interface HostFeatures {
   /** The page sizes the kernel has huge pages of, as CRI names them ("2MB"). */
   hugetlb: { pageSizes: string[] };
   /**
-   * Whether the kernel has mount_setattr(2), which idmapped mounts need; whether a given
-   * filesystem supports them is another question, asked only once berth makes any.
+   * Whether the kernel has mount_setattr(2), which idmapped mounts need, and whether it idmaps
+   * what a user-namespaced pod needs (tried once, see idmap-probe.ts).
    */
-  idmappedMounts: { kernel: string; mountSetattr: boolean };
+  idmappedMounts: { kernel: string; mountSetattr: boolean } & IdmapSupport;
   /** CRIU, for checkpoint and restore later; null when it is not installed or does not answer. */
   criu: { version: string } | null;
 }
 
-export async function probeHostFeatures(opts: { timeoutMs: number }): Promise<HostFeatures> {
-  const [cgroups, appArmor, seccomp, pageSizes, mountSetattr, criu] = await Promise.all([
+export interface HostProbeOptions {
+  timeoutMs: number;
+  /** A dir on the image store's filesystem the idmapping probe may make its scratch dirs in. */
+  scratchDir: string;
+}
+
+export async function probeHostFeatures(opts: HostProbeOptions): Promise<HostFeatures> {
+  const [cgroups, appArmor, seccomp, pageSizes, idmapped, criu] = await Promise.all([
     probeCgroupHost(),
     appArmorEnabled(),
     seccompSupport(),
     hugePageSizes(),
-    hasMountSetattr(),
+    idmappedMounts(opts),
     criuVersion(opts.timeoutMs),
   ]);
   return {
@@ -45,7 +52,7 @@ export async function probeHostFeatures(opts: { timeoutMs: number }): Promise<Ho
     appArmor: { enabled: appArmor, defaultProfile: null },
     seccomp,
     hugetlb: { pageSizes },
-    idmappedMounts: { kernel: release(), mountSetattr },
+    idmappedMounts: { kernel: release(), ...idmapped },
     criu,
   };
 }
@@ -90,9 +97,23 @@ const EPERM = 1;
  */
 async function hasMountSetattr(): Promise<boolean> {
   const libc = await loadLibc();
-  if (libc.mountSetattrWithoutAttrs(-1, '', 0) === 0) return true;
+  if (libc.mountSetattr(-1, '', 0, null) === 0) return true;
   const errno = libc.errno();
   return errno !== ENOSYS && errno !== EPERM;
+}
+
+async function idmappedMounts(
+  opts: HostProbeOptions,
+): Promise<Omit<HostFeatures['idmappedMounts'], 'kernel'>> {
+  if (!(await hasMountSetattr())) {
+    return {
+      mountSetattr: false,
+      overlayLower: false,
+      tmpfs: false,
+      reason: 'the kernel has no mount_setattr(2)',
+    };
+  }
+  return { mountSetattr: true, ...(await probeIdmapSupport(opts.scratchDir, opts.timeoutMs)) };
 }
 
 /** `criu --version` says "Version: 3.17.1" first. */

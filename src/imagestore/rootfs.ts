@@ -5,6 +5,9 @@
  *   upper/   the container's writes
  *   work/    overlayfs scratch space (same filesystem as upper/, as the kernel requires)
  *   l/<n>    short symlinks to the layers' fs dirs, lowerdir order (l/0 is the top-most)
+ *   m/<n>    instead of l/, for a container of its pod's user namespace: each layer bound there
+ *            idmapped with the namespace, so its files show their image owners inside, no layer
+ *            copied or chowned; upper/ and work/ then belong to the namespace's root
  *   rootfs/  the mount point
  *
  * Why l/: mount(2) takes its options in one page (4096 bytes). Absolute layer paths are ~90
@@ -14,13 +17,14 @@
  * link, which the kernel resolves against the mounting process's cwd. That fits overlayfs's own
  * maximum of 500 lowers in the page.
  */
-import { mkdir, readdir, rm, stat, symlink } from 'node:fs/promises';
+import { chown, mkdir, readdir, rm, stat, symlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 
 import { AlreadyExistsError, InvalidArgumentError, NotFoundError } from '../errors.js';
 import { run } from '../exec.js';
 import { allSettledOrThrow } from '../kit/settle.js';
 import { canonicalPath, readMountInfo, topMount } from '../mounts/mountinfo.js';
+import { idmappedBind } from '../mounts/idmap.js';
 import { mountSyscall, unmountAll } from '../mounts/syscalls.js';
 import { RootfsError } from './errors.js';
 import { isErrno } from './fsutil.js';
@@ -68,10 +72,20 @@ export function rootfsPath(containerId: string, rootDir: string): string {
  * Throws AlreadyExistsError if the container dir exists (removeRootfs it first), NotFoundError
  * for a missing layer, RootfsError if mounting fails. On any failure nothing is left behind.
  */
+/** The user namespace a container runs in, for a rootfs its root can use as image root could. */
+export interface RootfsIdmap {
+  /** The pinned namespace (see netns/userns.ts). */
+  userns: string;
+  /** The host ids the namespace's root has. */
+  rootUid: number;
+  rootGid: number;
+}
+
 export async function prepareRootfs(
   containerId: string,
   layerDiffIds: readonly string[],
   rootDir: string,
+  idmap: RootfsIdmap | null = null,
 ): Promise<string> {
   const dir = containerDir(containerId, rootDir);
   const target = join(dir, 'rootfs');
@@ -94,19 +108,28 @@ export async function prepareRootfs(
     throw err;
   }
   try {
-    const links = lowers.map(({ fs }, index) => ({ fs, link: `l/${index.toString(36)}` }));
+    const linkDir = idmap ? IDMAPPED_DIR : 'l';
+    const links = lowers.map(({ fs }, index) => ({ fs, link: `${linkDir}/${index.toString(36)}` }));
     const lowerdir = links.length > 0 ? links.map(({ link }) => link) : ['empty'];
+    const lower = ({ fs, link }: { fs: string; link: string }): Promise<void> =>
+      idmap
+        ? mkdir(join(dir, link)).then(() =>
+            idmappedBind({ source: fs, target: join(dir, link), userns: idmap.userns, recursive: false }),
+          )
+        : symlink(fs, join(dir, link));
+    // upper/'s root becomes the merged root: 0755 like any /, and the container root's.
+    const owned = async (path: string, mode: number): Promise<void> => {
+      await mkdir(path, { mode });
+      if (idmap) await chown(path, idmap.rootUid, idmap.rootGid);
+    };
     // Every one settles before a failure is thrown, so the cleanup below never races a mkdir.
     await allSettledOrThrow([
-      // upper/'s root becomes the merged root: 0755 like any /.
-      mkdir(join(dir, 'upper'), { mode: 0o755 }),
-      mkdir(join(dir, 'work'), { mode: 0o700 }),
+      owned(join(dir, 'upper'), 0o755),
+      owned(join(dir, 'work'), 0o700),
       mkdir(target, { mode: 0o755 }),
       links.length === 0
         ? mkdir(join(dir, 'empty'), { mode: 0o755 })
-        : mkdir(join(dir, 'l'), { mode: 0o700 }).then(() =>
-            allSettledOrThrow(links.map(({ fs, link }) => symlink(fs, join(dir, link)))),
-          ),
+        : mkdir(join(dir, linkDir), { mode: 0o700 }).then(() => allSettledOrThrow(links.map(lower))),
     ]);
     // As containerd and Docker do: with index=on (some distros' default) a lower reused under
     // other uppers, or a layer dir that moved, can fail to mount with "failed to verify origin".
@@ -149,8 +172,29 @@ export async function prepareRootfs(
 export async function removeRootfs(containerId: string, rootDir: string): Promise<void> {
   const dir = containerDir(containerId, rootDir);
   await unmountRootfs(containerId, rootDir);
-  // Never reached with the overlay still mounted: rm would then walk the merged view.
+  await unmountIdmappedLayers(containerId, dir);
+  // Never reached with the overlay or a layer still mounted: rm would then walk the merged view,
+  // or delete an image layer's files.
   await rm(dir, { recursive: true, force: true });
+}
+
+/** Where a user-namespaced container's layers are bound, idmapped. */
+const IDMAPPED_DIR = 'm';
+
+async function unmountIdmappedLayers(containerId: string, dir: string): Promise<void> {
+  let names: string[];
+  try {
+    names = await readdir(join(dir, IDMAPPED_DIR));
+  } catch (err) {
+    // Any other failure must stop the removal: rm would delete a layer still bound below.
+    if (isErrno(err, 'ENOENT')) return;
+    throw new RootfsError(containerId, 'unmount', err);
+  }
+  try {
+    await allSettledOrThrow(names.map((name) => unmountAll(join(dir, IDMAPPED_DIR, name), MAX_UNMOUNTS)));
+  } catch (err) {
+    throw new RootfsError(containerId, 'unmount', err);
+  }
 }
 
 /** Idempotent; every mount stacked on the rootfs goes, a busy one detached lazily. Keeps the dir. */

@@ -4,6 +4,7 @@
  * CreateContainer calls (and restarts) see exactly what the pod was started with.
  */
 import type { CniAttachment, CniNetworkList, CniResult } from '../cni/index.js';
+import type { IdMapping } from '../oci/userns.js';
 import type { NamespaceModes } from '../oci/container-input.js';
 import { INITIAL_SANDBOX_STATES, type NetworkState, type SandboxState } from './sandbox-lifecycle.js';
 
@@ -34,6 +35,15 @@ export interface NamespaceOptions extends NamespaceModes {
   targetId: string;
 }
 
+/**
+ * The pod's own user namespace (kubelet's hostUsers: false), made by berth with these mappings:
+ * one of each kind, mapping container id 0 (see cri/userns.ts).
+ */
+export interface PodUserNamespaceSpec {
+  uids: IdMapping[];
+  gids: IdMapping[];
+}
+
 export interface SandboxSecurity {
   runAsUser: number | null;
   runAsGroup: number | null;
@@ -54,6 +64,8 @@ export interface SandboxSpec {
   cgroupParent: string;
   sysctls: Record<string, string>;
   namespaces: NamespaceOptions;
+  /** null: the host's user namespace (mode NODE, or no options). */
+  userNamespace: PodUserNamespaceSpec | null;
   security: SandboxSecurity;
 }
 

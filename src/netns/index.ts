@@ -154,11 +154,7 @@ export async function createPinnedNamespaces(request: NamespacePinRequest, timeo
       await createEmptyFile(path);
       made.push(path);
     }
-    const writes = Object.entries(request.sysctls).map(([key, value]) => `${key}=${value}`);
-    if (request.hostname !== '' && request.uts !== null)
-      writes.unshift(`kernel.hostname=${request.hostname}`);
-    // `--` so that no value kubelet sent can be read as an option of sysctl.
-    const inside = writes.length > 0 ? ['sysctl', '-q', '-w', '--', ...writes] : ['true'];
+    const inside = settingsCommand(request) ?? ['true'];
     await run('unshare', [...pins.map(([type, path]) => `--${type}=${path}`), ...inside], { timeoutMs });
     const mounted = await mountedAmong(made);
     const missing = made.filter((path) => !mounted.includes(path));
@@ -174,7 +170,19 @@ export async function createPinnedNamespaces(request: NamespacePinRequest, timeo
   }
 }
 
-async function createEmptyFile(path: string): Promise<void> {
+/**
+ * The command that sets the hostname and sysctls of a request, run inside its namespaces; null
+ * when there is nothing to set.
+ */
+export function settingsCommand(request: NamespacePinRequest): string[] | null {
+  const writes = Object.entries(request.sysctls).map(([key, value]) => `${key}=${value}`);
+  if (request.hostname !== '' && request.uts !== null) writes.unshift(`kernel.hostname=${request.hostname}`);
+  // `--` so that no value kubelet sent can be read as an option of sysctl.
+  return writes.length > 0 ? ['sysctl', '-q', '-w', '--', ...writes] : null;
+}
+
+/** Creates the empty file a pin is bound on; a name taken already is an AlreadyExistsError. */
+export async function createEmptyFile(path: string): Promise<void> {
   try {
     // Exclusive: a name collision must not mount a second namespace over a pin someone uses.
     await (await open(path, 'wx', 0o444)).close();

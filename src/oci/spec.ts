@@ -71,8 +71,17 @@ export interface LinuxNamespace {
   path?: string;
 }
 
+/** `size` ids from `containerID` in the container's user namespace are `hostID` on outside. */
+export interface LinuxIDMapping {
+  containerID: number;
+  hostID: number;
+  size: number;
+}
+
 export interface Linux {
   namespaces?: LinuxNamespace[];
+  uidMappings?: LinuxIDMapping[];
+  gidMappings?: LinuxIDMapping[];
   resources?: LinuxResources;
   cgroupsPath?: string;
   /** The spec's key is singular: `sysctl`. */

@@ -10,6 +10,7 @@ import { Conmon, isConmonOf, type ConmonOptions } from './conmon.js';
 import { Runc } from './runc.js';
 import { RuncConmonHandler } from './runc-conmon.js';
 import type { HandlerFeatures, RuntimeHandler } from './runtime.js';
+import { probeUsernsJoin, type UsernsProbeOptions } from './userns-probe.js';
 
 /** What a pod record says of its handler. */
 export interface HandlerOwner {
@@ -59,13 +60,24 @@ export class RuntimeHandlers {
 
 /**
  * Recursive read-only mounts need mount_setattr(2) in the kernel (the host's probe says) and a
- * runc that knows "rro".
+ * runc that knows "rro". Joining a user namespace is tried only where the host can idmap what a
+ * user-namespaced pod needs (`usernsProbe` null where it cannot).
  */
-export async function probeFeatures(runc: Runc, kernelHasMountSetattr: boolean): Promise<HandlerFeatures> {
+export async function probeFeatures(
+  runc: Runc,
+  kernelHasMountSetattr: boolean,
+  usernsProbe: UsernsProbeOptions | null,
+): Promise<HandlerFeatures> {
+  const [mountOptions, usernsFailure] = await Promise.all([
+    runc.mountOptions(),
+    usernsProbe ? probeUsernsJoin(runc, usernsProbe) : 'not tried',
+  ]);
   return {
-    recursiveReadOnlyMounts: kernelHasMountSetattr && (await runc.mountOptions()).includes('rro'),
-    // berth never sets up id-mapped user namespaces for pods.
+    recursiveReadOnlyMounts: kernelHasMountSetattr && mountOptions.includes('rro'),
+    // berth does not yet give a user-namespaced pod's containers idmapped rootfs and volumes, so
+    // such pods are refused whatever the probes say.
     userNamespaces: false,
+    joinsUserNamespace: usernsFailure === null,
   };
 }
 
@@ -81,6 +93,8 @@ export type SharedRuntimeConfig = Omit<ConmonOptions, 'runc'> & {
   systemdCgroup: boolean;
   /** From the host's features, probed once: whether the kernel has mount_setattr(2). */
   kernelHasMountSetattr: boolean;
+  /** How to try joining a user namespace; null where the host's probe says it cannot idmap. */
+  usernsProbe: UsernsProbeOptions | null;
   /** Parent of the per-exec temp dirs; emptied at start-up (resetExecDirs). */
   execDir: string;
 };
@@ -90,7 +104,7 @@ export async function openRuntimeHandlers(
   others: readonly HandlerConfig[],
   shared: SharedRuntimeConfig,
 ): Promise<RuntimeHandlers> {
-  const { systemdCgroup, execDir, kernelHasMountSetattr, ...monitor } = shared;
+  const { systemdCgroup, execDir, kernelHasMountSetattr, usernsProbe, ...monitor } = shared;
   const open = async ({ name, binary, root }: HandlerConfig): Promise<RuntimeHandler> => {
     // Looked up now, so that a handler whose binary is missing fails the start, not a pod's run.
     const path = await findProgram(binary);
@@ -100,7 +114,7 @@ export async function openRuntimeHandlers(
       name,
       runc,
       conmon,
-      features: await probeFeatures(runc, kernelHasMountSetattr),
+      features: await probeFeatures(runc, kernelHasMountSetattr, usernsProbe),
       execDir,
     });
   };

@@ -79,6 +79,19 @@ export class Runc {
     return requirePid(pidFile);
   }
 
+  /**
+   * `runc run` of a container whose process ends by itself, for probes: returns what it printed.
+   * runc deletes the container once its process has ended; a run that fails or times out is
+   * deleted here.
+   */
+  async runToEnd(id: string, bundleDir: string): Promise<string> {
+    try {
+      return (await this.exec(['run', '--bundle', bundleDir, id])).stdout;
+    } finally {
+      await this.delete(id, { force: true }).catch(() => undefined);
+    }
+  }
+
   /** `runc start`: lets the created container's init exec its process. */
   async start(id: string): Promise<void> {
     await this.exec(['start', id]);

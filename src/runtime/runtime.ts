@@ -14,7 +14,13 @@ import type { ContainerState } from './runc.js';
 /** What a handler can do beyond the basics, probed once when it is opened. */
 export interface HandlerFeatures {
   recursiveReadOnlyMounts: boolean;
+  /** What kubelet is told: pods of their own user namespace can run. */
   userNamespaces: boolean;
+  /**
+   * The runtime ran a container that joined a pinned user namespace by path (userns-probe.ts);
+   * false too where the host cannot idmap, so that it was not tried.
+   */
+  joinsUserNamespace: boolean;
 }
 
 /** A container as its monitor knows it: the id, and the bundle holding the monitor's control fifos. */

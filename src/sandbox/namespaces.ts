@@ -1,7 +1,7 @@
 /**
  * Which namespaces a pod holds and where: an infra process holds them when the pod runs one;
  * otherwise its ipc and uts namespaces are pinned as files in the sandbox dir (and its netns in
- * the netns dir, as for every pod). Every path is derived from the record, so the teardown of a
+ * the netns dir, as for every pod). A pod of its own user namespace has it pinned there too. Every path is derived from the record, so the teardown of a
  * crashed start finds what it must unmount without anything else having been written.
  */
 import { hostname } from 'node:os';
@@ -25,24 +25,36 @@ export function needsInfra(mode: BerthConfig['podInfra'], spec: SandboxSpec): bo
   return mode === 'always' || spec.namespaces.pid === 'POD';
 }
 
-/** The ipc and uts pins of a pod without infra; null where it has the host's namespace or an infra. */
-export function namespacePins(sandbox: PinOwner): { ipc: string | null; uts: string | null } {
-  if (sandbox.infra) return { ipc: null, uts: null };
+/**
+ * The pod's user namespace pin, and the ipc and uts pins of a pod without infra; null where it has
+ * the host's namespace or an infra.
+ */
+export function namespacePins(sandbox: PinOwner): {
+  user: string | null;
+  ipc: string | null;
+  uts: string | null;
+} {
   const dir = join(sandbox.sandboxDir, PIN_DIR);
+  const user = sandbox.spec.userNamespace === null ? null : join(dir, 'user');
+  if (sandbox.infra) return { user, ipc: null, uts: null };
   return {
+    user,
     ipc: sandbox.spec.namespaces.ipc === 'NODE' ? null : join(dir, 'ipc'),
     // A host-network pod keeps the host's uts namespace, as with an infra: its hostname is the node's.
     uts: sandbox.hostNetwork ? null : join(dir, 'uts'),
   };
 }
 
-/** Every pin of a pod without infra, for teardown and liveness checks. */
+/** Every pin in the sandbox dir, for teardown and liveness checks. */
 export function pinPaths(sandbox: PinOwner): string[] {
   const pins = namespacePins(sandbox);
-  return [pins.ipc, pins.uts].filter((path): path is string => path !== null);
+  return [pins.ipc, pins.uts, pins.user].filter((path): path is string => path !== null);
 }
 
-/** Every namespace pin of the pod that is a mount while it runs: its netns and, without infra, ipc and uts. */
+/**
+ * Every namespace pin of the pod that is a mount while it runs: its netns, its user namespace
+ * and, without infra, ipc and uts.
+ */
 export function namespaceMounts(sandbox: PinOwner & Pick<Sandbox, 'netnsPath'>): string[] {
   return sandbox.netnsPath === null ? pinPaths(sandbox) : [sandbox.netnsPath, ...pinPaths(sandbox)];
 }
@@ -66,5 +78,7 @@ export function podNamespacePaths(sandbox: PinOwner & Pick<Sandbox, 'pid' | 'net
     const infra = (type: string): string => `/proc/${sandbox.pid}/ns/${type}`;
     return { network: sandbox.netnsPath, ipc: infra('ipc'), uts: infra('uts'), pid: infra('pid') };
   }
-  return { network: sandbox.netnsPath, ...namespacePins(sandbox), pid: null };
+  // No container joins the pod's user namespace yet: CreateContainer refuses such pods.
+  const { ipc, uts } = namespacePins(sandbox);
+  return { network: sandbox.netnsPath, ipc, uts, pid: null };
 }

@@ -3,9 +3,15 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadUsableNetwork } from '../cni/readiness.js';
 import type { CniNetworkList } from '../cni/types.js';
-import { AlreadyExistsError, FailedPreconditionError, InvalidArgumentError } from '../errors.js';
+import {
+  AlreadyExistsError,
+  FailedPreconditionError,
+  InvalidArgumentError,
+  UnimplementedError,
+} from '../errors.js';
 import { sandboxChange } from '../events/lifecycle.js';
 import { createPinnedNamespaces, createPinnedNetns } from '../netns/index.js';
+import { createPinnedNamespacesIn, createPinnedUserns } from '../netns/userns.js';
 import { buildInfraSpec } from '../oci/infra.js';
 import { clampOomScoreAdj } from '../oci/oom.js';
 import { newSandbox, type Sandbox, type SandboxSpec } from '../model/sandbox.js';
@@ -70,6 +76,12 @@ export class SandboxRun {
     const netnsName = `${NETNS_PREFIX}${id}`;
     const netnsPath = hostNetwork ? null : join(config.netnsDir, netnsName);
     const infra = needsInfra(config.podInfra, spec);
+    if (spec.userNamespace !== null && infra) {
+      // Its rootfs is in berth's root dir, which the namespace's root cannot enter; see issue 25.
+      throw new UnimplementedError(
+        'a pod of its own user namespace that needs an infra process (pod_infra always, or a shared pid namespace) is not supported yet',
+      );
+    }
 
     let defaultNetwork: CniNetworkList | null = null;
     if (!hostNetwork) {
@@ -150,10 +162,26 @@ export class SandboxRun {
     }
   }
 
-  /** What berth pins itself: every namespace of a pod without infra, else the netns alone. */
-  private pin(steps: Steps, sandbox: Sandbox, netnsName: string): Promise<void> {
+  /**
+   * What berth pins itself: the pod's user namespace first, where it has one, since the others are
+   * made owned by it; then every namespace of a pod without infra, else the netns alone.
+   */
+  private async pin(steps: Steps, sandbox: Sandbox, netnsName: string): Promise<void> {
+    await this.pinUserNamespace(steps, sandbox);
     if (!sandbox.infra) return this.pinNamespaces(steps, sandbox);
     return sandbox.netnsPath ? this.pinNetns(steps, sandbox.id, netnsName) : Promise.resolve();
+  }
+
+  private async pinUserNamespace(steps: Steps, sandbox: Sandbox): Promise<void> {
+    const { user } = namespacePins(sandbox);
+    const mappings = sandbox.spec.userNamespace;
+    if (user === null || mappings === null) return;
+    await steps.run('userns', async () => {
+      steps.onUndo('userns', () => this.teardown.unmountNamespaces(sandbox.id));
+      // Mode as the sandbox dir's: whichever of the steps makes it first.
+      await mkdir(pinDir(sandbox.sandboxDir), { recursive: true, mode: PRIVATE_DIR });
+      await createPinnedUserns({ path: user, ...mappings }, this.deps.config.runtimeTimeoutMs);
+    });
   }
 
   /** A pod with an infra: the netns alone is pinned; the infra makes and holds the rest. */
@@ -178,17 +206,19 @@ export class SandboxRun {
         await this.teardown.removeNetns(id);
         await this.teardown.unmountNamespaces(id);
       });
-      // Mode as the sandbox dir's: whichever of the two steps makes it first.
+      // Mode as the sandbox dir's: whichever of the steps makes it first.
       await mkdir(pinDir(sandbox.sandboxDir), { recursive: true, mode: PRIVATE_DIR });
-      await createPinnedNamespaces(
-        {
-          net: sandbox.netnsPath,
-          ...pins,
-          hostname: pins.uts === null ? '' : podHostname(sandbox),
-          sysctls: spec.sysctls,
-        },
-        this.deps.config.runtimeTimeoutMs,
-      );
+      const request = {
+        net: sandbox.netnsPath,
+        ipc: pins.ipc,
+        uts: pins.uts,
+        hostname: pins.uts === null ? '' : podHostname(sandbox),
+        sysctls: spec.sysctls,
+      };
+      const { runtimeTimeoutMs } = this.deps.config;
+      await (pins.user === null
+        ? createPinnedNamespaces(request, runtimeTimeoutMs)
+        : createPinnedNamespacesIn(pins.user, request, runtimeTimeoutMs));
     });
   }
 

@@ -22,13 +22,22 @@ export class SandboxService {
   private readonly views: SandboxViews;
   private readonly ports: PodPorts;
 
-  constructor(deps: SandboxServiceDeps) {
+  constructor(private readonly deps: SandboxServiceDeps) {
     const context = { deps, lock: new KeyedLock(), teardown: deps.teardown };
     this.runs = new SandboxRun(context);
     this.stops = new SandboxStop(context);
     this.removals = new SandboxRemoval(context, this.stops);
     this.views = new SandboxViews(deps.store);
     this.ports = new PodPorts(deps.store, deps.config.runtimeTimeoutMs);
+  }
+
+  /**
+   * Whether a pod run with handler `name` may have a user namespace of its own: the handler says so
+   * when its probes did. An unknown handler says no; the run refuses it by name.
+   */
+  userNamespacePods(name: string): boolean {
+    if (this.deps.userNamespacePods === true) return true;
+    return this.deps.runtimes.find(name)?.features.userNamespaces ?? false;
   }
 
   run(spec: SandboxSpec): Promise<string> {

@@ -48,8 +48,14 @@ function hasMetadata(spec: Shape): boolean {
   return hasObjectField(spec, 'metadata');
 }
 
-/** Shape 1 (src/model/sandbox.ts SandboxSpec): as berth stored it up to schema version 4. */
-export const SANDBOX_SPEC: SpecCodec = { upgrades: [], looksRight: hasMetadata };
+/**
+ * Shape 1 (src/model/sandbox.ts SandboxSpec): as berth stored it up to schema version 4. Shape 2
+ * adds `userNamespace`: every pod before it ran in the host's.
+ */
+export const SANDBOX_SPEC: SpecCodec = {
+  upgrades: [(older) => ({ ...older, userNamespace: null })],
+  looksRight: (spec) => hasMetadata(spec) && 'userNamespace' in spec,
+};
 
 /** Shape 1 (src/model/container.ts ContainerSpec): as berth stored it up to schema version 4. */
 export const CONTAINER_SPEC: SpecCodec = { upgrades: [], looksRight: hasMetadata };

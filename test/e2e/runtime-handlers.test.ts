@@ -96,7 +96,10 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.ok(res.info.features, 'verbose Status has no features');
     const shown = JSON.parse(res.info.features) as {
       host: HostFeatures;
-      runtimeHandlers: Record<string, { recursiveReadOnlyMounts: boolean; userNamespaces: boolean }>;
+      runtimeHandlers: Record<
+        string,
+        { recursiveReadOnlyMounts: boolean; userNamespaces: boolean; joinsUserNamespace: boolean }
+      >;
     };
     const cgroups = await probeCgroupHost();
     assert.equal(shown.host.cgroups.version, cgroups.version);
@@ -108,12 +111,18 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.ok(shown.host.seccomp.actions.includes('errno'));
     for (const size of shown.host.hugetlb.pageSizes) assert.match(size, /^\d+[KMG]B$/);
     assert.equal(typeof shown.host.idmappedMounts.mountSetattr, 'boolean');
+    // Where the host can idmap (this one's kernel can), each handler's runc tried, and could, run a
+    // container in a pinned user namespace; kubelet is still told no until pods can have one.
+    const { overlayLower, tmpfs } = shown.host.idmappedMounts;
     assert.ok(shown.host.criu === null || shown.host.criu.version !== '');
     assert.deepEqual(Object.keys(shown.runtimeHandlers), ['runc', HANDLER]);
-    assert.deepEqual(shown.runtimeHandlers[HANDLER], {
-      recursiveReadOnlyMounts: true,
-      userNamespaces: false,
-    });
+    for (const name of ['runc', HANDLER]) {
+      assert.deepEqual(shown.runtimeHandlers[name], {
+        recursiveReadOnlyMounts: true,
+        userNamespaces: false,
+        joinsUserNamespace: overlayLower && tmpfs,
+      });
+    }
     assert.equal(daemon.output.split('"msg":"host features"').length - 1, 1, 'logged once');
   });
 

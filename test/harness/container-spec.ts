@@ -72,6 +72,7 @@ export function sandboxSpec(over: Partial<SandboxSpec> = {}): SandboxSpec {
     cgroupParent: '',
     sysctls: {},
     namespaces: { network: 'POD', pid: 'CONTAINER', ipc: 'POD', targetId: '' },
+    userNamespace: null,
     security: {
       runAsUser: null,
       runAsGroup: null,

@@ -26,6 +26,17 @@ export function fixtureRecords(): FixtureRecords {
   return JSON.parse(readFileSync(`${DIR}records.json`, 'utf8')) as FixtureRecords;
 }
 
+/**
+ * The fixture's records as this berth reads them: each field a later spec shape added, with the
+ * value its upgrade (src/store/spec-codec.ts) says it had for rows written before.
+ */
+export function fixtureRecordsReadNow(): FixtureRecords {
+  const records = fixtureRecords();
+  // Sandbox spec shape 2: every pod before it ran in the host's user namespace.
+  const sandboxes = records.sandboxes.map((s) => ({ ...s, spec: { ...s.spec, userNamespace: null } }));
+  return { ...records, sandboxes };
+}
+
 /** Makes the fixture's database file at `path`, which must not exist. */
 export function makeFixtureDatabase(path: string): void {
   loadDump(path, readFileSync(`${DIR}berth.sql`, 'utf8'));

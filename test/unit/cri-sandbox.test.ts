@@ -247,3 +247,63 @@ describe('RunPodSandbox user namespace options', () => {
     assert.doesNotThrow(() => toSandboxSpec(request(ns(null))));
   });
 });
+
+describe('RunPodSandbox user namespace mappings, where the handler can run such pods', () => {
+  const can = { userNamespaces: true };
+  const base = 'config.linux.security_context.namespace_options.userns_options';
+  const podWith = (userns: Received<'UserNamespace'>, network: NamespaceMode = 'POD'): RunPodSandboxRequest =>
+    request({
+      linux: linuxConfig(
+        {},
+        {
+          namespace_options: { network, pid: 'CONTAINER', ipc: 'POD', target_id: '', userns_options: userns },
+        },
+      ),
+    });
+  const refusesField = (
+    userns: Received<'UserNamespace'>,
+    field: string,
+    network: NamespaceMode = 'POD',
+  ): void => {
+    assert.throws(
+      () => toSandboxSpec(podWith(userns, network), can),
+      (err: unknown) => err instanceof InvalidArgumentError && err.field === field,
+      field,
+    );
+  };
+  const one = (host_id: number, length = 65536, container_id = 0) => [{ container_id, host_id, length }];
+
+  it("keeps kubelet's mappings, uids and gids each their own", () => {
+    const spec = toSandboxSpec(podWith({ mode: 'POD', uids: one(65536), gids: one(131072, 1000) }), can);
+    assert.deepEqual(spec.userNamespace, {
+      uids: [{ containerId: 0, hostId: 65536, length: 65536 }],
+      gids: [{ containerId: 0, hostId: 131072, length: 1000 }],
+    });
+    // critest's mapping, which no multiple of 65536 is.
+    assert.ok(toSandboxSpec(podWith({ mode: 'POD', uids: one(1000, 100000), gids: one(1000, 100000) }), can));
+    assert.equal(toSandboxSpec(podWith({ mode: 'NODE', uids: [], gids: [] }), can).userNamespace, null);
+  });
+
+  it('refuses what kubelet never sends and the kernel or the host cannot take, naming the field', () => {
+    refusesField({ mode: 'POD', uids: [], gids: one(65536) }, `${base}.uids`);
+    refusesField({ mode: 'POD', uids: [...one(65536), ...one(131072)], gids: one(65536) }, `${base}.uids`);
+    refusesField(
+      { mode: 'POD', uids: one(65536), gids: one(65536, 65536, 1) },
+      `${base}.gids[0].container_id`,
+    );
+    refusesField({ mode: 'POD', uids: one(65536, 0), gids: one(65536) }, `${base}.uids[0].length`);
+    refusesField({ mode: 'POD', uids: one(0), gids: one(65536) }, `${base}.uids[0].host_id`);
+    refusesField(
+      { mode: 'POD', uids: one(0xffff_ffff - 65535), gids: one(65536) },
+      `${base}.uids[0].host_id`,
+    );
+    assert.ok(toSandboxSpec(podWith({ mode: 'POD', uids: one(0xffff_ffff - 65536), gids: one(65536) }), can));
+    refusesField({ mode: 'NODE', uids: one(65536), gids: [] }, `${base}.uids`);
+    refusesField({ mode: 'TARGET', uids: [], gids: [] }, `${base}.mode`);
+    refusesField(
+      { mode: 'POD', uids: one(65536), gids: one(65536) },
+      'config.linux.security_context.namespace_options.network',
+      'NODE',
+    );
+  });
+});

@@ -4,7 +4,9 @@
  * AppArmor on the host.
  */
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { pageSizeName, probeHostFeatures } from '../../src/host/features.js';
 import type { SecurityProfile } from '../../src/oci/container-input.js';
@@ -20,7 +22,9 @@ test('huge page sizes are named as CRI names them', () => {
 });
 
 test('probes this host: each feature answered, none claimed without asking', async () => {
-  const features = await probeHostFeatures({ timeoutMs: 10_000 });
+  const scratchDir = await mkdtemp(join(tmpdir(), 'berth-host-features-'));
+  const features = await probeHostFeatures({ timeoutMs: 10_000, scratchDir });
+  await rm(scratchDir, { recursive: true });
   const appArmor = await readFile('/sys/module/apparmor/parameters/enabled', 'utf8').catch(() => 'N');
   assert.equal(features.appArmor.enabled, appArmor.trim() === 'Y');
   assert.ok(features.cgroups.controllers.length > 0);
@@ -28,6 +32,8 @@ test('probes this host: each feature answered, none claimed without asking', asy
   // Linux 5.12 and later have mount_setattr; this suite runs on such kernels only.
   assert.equal(features.idmappedMounts.mountSetattr, true);
   assert.ok(features.idmappedMounts.kernel.length > 0);
+  const { overlayLower, tmpfs, reason } = features.idmappedMounts;
+  assert.equal(reason === null, overlayLower && tmpfs, `a reason exactly when something failed: ${reason}`);
   assert.ok(features.criu === null || /^\d+\.\d+/.test(features.criu.version));
   assert.deepEqual(JSON.parse(JSON.stringify(features)), features, 'JSON as shown by verbose Status');
 });

@@ -38,6 +38,7 @@ before(async () => {
       binary: join(dir, 'no-conmon-is-run'),
       systemdCgroup: true,
       kernelHasMountSetattr: true,
+      usernsProbe: null,
       exitDir: join(dir, 'exits'),
       socketDir: join(dir, 'sockets'),
       persistDir: join(dir, 'persist'),
@@ -75,7 +76,11 @@ test('the default handler also answers to ""; a pod of a handler no longer confi
 
 test('each handler probed its runc once: rro needs mount_setattr (the host probe says) and a runc that names it', async () => {
   for (const handler of handlers.all()) {
-    assert.deepEqual(handler.features, { recursiveReadOnlyMounts: true, userNamespaces: false });
+    assert.deepEqual(handler.features, {
+      recursiveReadOnlyMounts: true,
+      userNamespaces: false,
+      joinsUserNamespace: false,
+    });
   }
   const probes = (await takeCalls()).filter((line) => line.endsWith(' features'));
   assert.deepEqual(probes.sort(), [
@@ -91,11 +96,16 @@ test('no rro on a kernel without mount_setattr, whatever runc says', async () =>
     systemdCgroup: false,
     timeoutMs: 10_000,
   });
-  assert.deepEqual(await probeFeatures(runc, false), {
+  assert.deepEqual(await probeFeatures(runc, false, null), {
     recursiveReadOnlyMounts: false,
     userNamespaces: false,
+    joinsUserNamespace: false,
   });
-  assert.deepEqual(await probeFeatures(runc, true), { recursiveReadOnlyMounts: true, userNamespaces: false });
+  assert.deepEqual(await probeFeatures(runc, true, null), {
+    recursiveReadOnlyMounts: true,
+    userNamespaces: false,
+    joinsUserNamespace: false,
+  });
   await takeCalls();
 });
 

@@ -48,7 +48,11 @@ describe('pod namespaces', () => {
 
   it("pins no ipc for a host-ipc pod, and no uts for a host-network pod: those are the host's", () => {
     const hostIpc = sandbox({ infra: false, spec: withNamespaces({ pid: 'CONTAINER', ipc: 'NODE' }) });
-    assert.deepEqual(namespacePins(hostIpc), { ipc: null, uts: '/var/lib/berth/sandboxes/pod1/ns/uts' });
+    assert.deepEqual(namespacePins(hostIpc), {
+      user: null,
+      ipc: null,
+      uts: '/var/lib/berth/sandboxes/pod1/ns/uts',
+    });
     const hostAll = sandbox({
       infra: false,
       hostNetwork: true,
@@ -57,6 +61,21 @@ describe('pod namespaces', () => {
     });
     assert.deepEqual(pinPaths(hostAll), []);
     assert.deepEqual(podNamespacePaths(hostAll), { network: null, ipc: null, uts: null, pid: null });
+  });
+
+  it('pins the user namespace of a pod that has its own beside its others, and tears it down with them', () => {
+    const userNamespace = { uids: [{ containerId: 0, hostId: 65536, length: 65536 }], gids: [] };
+    const pod = sandbox({ infra: false, spec: { ...withNamespaces({ pid: 'CONTAINER' }), userNamespace } });
+    const dir = '/var/lib/berth/sandboxes/pod1/ns';
+    assert.deepEqual(namespacePins(pod), { user: `${dir}/user`, ipc: `${dir}/ipc`, uts: `${dir}/uts` });
+    assert.deepEqual(pinPaths(pod), [`${dir}/ipc`, `${dir}/uts`, `${dir}/user`]);
+    // Containers do not join it yet: CreateContainer refuses such pods.
+    assert.deepEqual(podNamespacePaths(pod), {
+      network: '/var/run/netns/berth-pod1',
+      ipc: `${dir}/ipc`,
+      uts: `${dir}/uts`,
+      pid: null,
+    });
   });
 });
 

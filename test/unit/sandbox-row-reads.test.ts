@@ -52,6 +52,7 @@ describe('sandbox row reads of StopPodSandbox and RemovePodSandbox', () => {
         binary: 'conmon',
         systemdCgroup: false,
         kernelHasMountSetattr: false,
+        usernsProbe: null,
         exitDir: join(dir, 'exits'),
         socketDir: join(dir, 'sockets'),
         persistDir: join(dir, 'persist'),

@@ -10,7 +10,12 @@ import { after, before, describe, it } from 'node:test';
 
 import { Store } from '../../src/store/index.js';
 import { selectRows } from '../harness/database.js';
-import { fixtureRecords, makeFixtureDatabase, named, type FixtureRecords } from '../harness/store-fixture.js';
+import {
+  fixtureRecordsReadNow,
+  makeFixtureDatabase,
+  named,
+  type FixtureRecords,
+} from '../harness/store-fixture.js';
 
 describe('a database written before versioned records', () => {
   let dir: string;
@@ -22,7 +27,7 @@ describe('a database written before versioned records', () => {
     const path = join(dir, 'berth.db');
     makeFixtureDatabase(path);
     store = Store.open(path);
-    expected = fixtureRecords();
+    expected = fixtureRecordsReadNow();
   });
 
   after(() => {

@@ -76,7 +76,8 @@ describe('records written light', () => {
     store.sandboxes.insert(sandbox());
     store.containers.insert(container());
     const written = [specColumns('sandboxes'), specColumns('containers')];
-    assert.deepEqual(written[0], [{ config_json: JSON.stringify(sandbox().spec), spec_version: 1 }]);
+    // Shape 2 of sandbox specs added userNamespace.
+    assert.deepEqual(written[0], [{ config_json: JSON.stringify(sandbox().spec), spec_version: 2 }]);
     assert.deepEqual(written[1], [{ config_json: JSON.stringify(container().spec), spec_version: 1 }]);
 
     store.sandboxes.networkAdding('pod1', storedNetworking());
