@@ -126,6 +126,20 @@ test('parseFlatKeyed reads key/value lines and skips the rest', () => {
   );
 });
 
+/** A v2 tree whose cgroup `dir` has only the files every reading needs, and `extra`. */
+function bareV2Tree(dir: string, extra: Record<string, string> = {}): Promise<string> {
+  const files: Record<string, string> = {
+    'cpu.stat': 'usage_usec 1\n',
+    'memory.current': '1\n',
+    'memory.stat': '',
+    ...extra,
+  };
+  return fakeTree({
+    'cgroup.controllers': 'cpu memory pids\n',
+    ...Object.fromEntries(Object.entries(files).map(([file, text]) => [`${dir}/${file}`, text])),
+  });
+}
+
 describe('readCgroupStats', () => {
   const v1Stat = [
     'cache 100',
@@ -208,26 +222,14 @@ describe('readCgroupStats', () => {
   });
 
   test('cgroup v2 without PSI (psi=0, cgroup.pressure 0) or swap accounting: unset, not zero', async () => {
-    const root = await fakeTree({
-      'cgroup.controllers': 'cpu memory pids\n',
-      'berth/c3/cpu.stat': 'usage_usec 1\n',
-      'berth/c3/memory.current': '1\n',
-      'berth/c3/memory.stat': '',
-    });
+    const root = await bareV2Tree('berth/c3');
     const stats = await (await managerAt(root)).readStats('/berth/c3');
     assert.deepEqual(stats?.pressure, { cpu: null, memory: null, io: null });
     assert.equal(stats?.swap, null);
   });
 
   test('swap without a limit ("max") has none', async () => {
-    const root = await fakeTree({
-      'cgroup.controllers': 'cpu memory pids\n',
-      'berth/c4/cpu.stat': 'usage_usec 1\n',
-      'berth/c4/memory.current': '1\n',
-      'berth/c4/memory.stat': '',
-      'berth/c4/memory.swap.current': '0\n',
-      'berth/c4/memory.swap.max': 'max\n',
-    });
+    const root = await bareV2Tree('berth/c4', { 'memory.swap.current': '0\n', 'memory.swap.max': 'max\n' });
     assert.deepEqual((await (await managerAt(root)).readStats('/berth/c4'))?.swap, {
       usageBytes: 0n,
       limitBytes: null,
