@@ -6,6 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BerthError } from '../errors.js';
+import { readCgroupPressure, type CgroupPressure } from './pressure.js';
 import type { CgroupHost } from './probe.js';
 
 /** All counters are int64 on the CRI wire, hence bigint. */
@@ -19,6 +20,19 @@ export interface CgroupStats {
   rssBytes: bigint;
   pageFaults: bigint;
   majorPageFaults: bigint;
+  /** v2's pressure files; null on v1 and hybrid, which keep no PSI per cgroup. */
+  pressure: CgroupPressure | null;
+  /**
+   * v2's memory.swap.* files; null on v1 and hybrid, and where the kernel does not account swap
+   * to cgroups (then the files are missing). Without a swap device the usage is 0.
+   */
+  swap: CgroupSwap | null;
+}
+
+export interface CgroupSwap {
+  usageBytes: bigint;
+  /** Null when memory.swap.max is "max". */
+  limitBytes: bigint | null;
 }
 
 /** What a reader must know of the host: where the hierarchies are, and which version they are. */
@@ -91,7 +105,7 @@ async function readDetailV2(layout: CgroupLayout, rel: string): Promise<CgroupDe
   return {
     cpuUserNs: (cpu.get('user_usec') ?? 0n) * 1000n,
     cpuSystemNs: (cpu.get('system_usec') ?? 0n) * 1000n,
-    memoryLimitBytes: max.trim() === 'max' ? null : parseCounter(max, 'memory.max'),
+    memoryLimitBytes: parseLimitV2(max, 'memory.max'),
     processCount: parseCounter(pids, 'pids.current'),
   };
 }
@@ -122,15 +136,19 @@ async function readV1(layout: CgroupLayout, rel: string): Promise<CgroupStats> {
     rssBytes: stat.get('total_rss') ?? 0n,
     pageFaults: stat.get('total_pgfault') ?? 0n,
     majorPageFaults: stat.get('total_pgmajfault') ?? 0n,
+    pressure: null,
+    swap: null,
   };
 }
 
 async function readV2(layout: CgroupLayout, rel: string): Promise<CgroupStats> {
   const dir = join(layout.root, rel);
-  const [cpuText, current, memText] = await Promise.all([
+  const [cpuText, current, memText, pressure, swap] = await Promise.all([
     readFile(join(dir, 'cpu.stat'), 'utf8'),
     readFile(join(dir, 'memory.current'), 'utf8'),
     readFile(join(dir, 'memory.stat'), 'utf8'),
+    readCgroupPressure(dir),
+    readSwapV2(dir),
   ]);
   const cpu = parseFlatKeyed(cpuText);
   const mem = parseFlatKeyed(memText);
@@ -142,6 +160,25 @@ async function readV2(layout: CgroupLayout, rel: string): Promise<CgroupStats> {
     rssBytes: mem.get('anon') ?? 0n,
     pageFaults: mem.get('pgfault') ?? 0n,
     majorPageFaults: mem.get('pgmajfault') ?? 0n,
+    pressure,
+    swap,
+  };
+}
+
+/** Null where the kernel does not account swap to cgroups: it creates no memory.swap.* files then. */
+async function readSwapV2(dir: string): Promise<CgroupSwap | null> {
+  const [current, max] = await Promise.all(
+    ['memory.swap.current', 'memory.swap.max'].map((file) =>
+      readFile(join(dir, file), 'utf8').catch((err: unknown) => {
+        if ((err as NodeJS.ErrnoException | null)?.code === 'ENOENT') return null;
+        throw err;
+      }),
+    ),
+  );
+  if (current === null || current === undefined || max === null || max === undefined) return null;
+  return {
+    usageBytes: parseCounter(current, 'memory.swap.current'),
+    limitBytes: parseLimitV2(max, 'memory.swap.max'),
   };
 }
 
@@ -163,6 +200,11 @@ function parseCounter(text: string, file: string): bigint {
   const t = text.trim();
   if (!/^\d+$/.test(t)) throw new BerthError(`${file}: expected an unsigned integer, got "${t}"`);
   return BigInt(t);
+}
+
+/** v2 limit files say "max" for no limit. */
+function parseLimitV2(text: string, file: string): bigint | null {
+  return text.trim() === 'max' ? null : parseCounter(text, file);
 }
 
 /** A removed cgroup's files vanish (ENOENT) or, mid-removal, refuse to be read (ENODEV). */

@@ -6,6 +6,7 @@ import { nowNanos } from '../time.js';
 import type { ContainerServiceDeps } from './context.js';
 import { findContainer, hasProcess, selectContainers } from './lookup.js';
 import type { ContainerFilter, ContainerStatsView } from './types.js';
+import { cgroupUsageViews } from './usage.js';
 
 /** ContainerStats and ListContainerStats: cgroup and writable-layer usage. */
 export class ContainerStatsReader {
@@ -33,17 +34,7 @@ export class ContainerStatsReader {
       metadata: spec.metadata,
       labels: spec.labels,
       annotations: spec.annotations,
-      cpu: cgroup ? { timestamp, usageCoreNanoSeconds: cgroup.cpuUsageNs.toString() } : null,
-      memory: cgroup
-        ? {
-            timestamp,
-            workingSetBytes: cgroup.workingSetBytes.toString(),
-            usageBytes: cgroup.memoryUsageBytes.toString(),
-            rssBytes: cgroup.rssBytes.toString(),
-            pageFaults: cgroup.pageFaults.toString(),
-            majorPageFaults: cgroup.majorPageFaults.toString(),
-          }
-        : null,
+      ...(cgroup ? cgroupUsageViews(cgroup, timestamp) : { cpu: null, memory: null, swap: null, io: null }),
       writableLayer: disk
         ? {
             timestamp,

@@ -1,5 +1,6 @@
 /** What the container service reports and filters by; the stored container itself is src/model/container.ts. */
 import type { Container, ContainerMetadata, ContainerMount, ContainerResources } from '../model/container.js';
+import type { CpuUsageView, IoUsageView, MemoryUsageView, SwapUsageView } from './usage.js';
 
 export type ContainerStateName =
   'CONTAINER_CREATED' | 'CONTAINER_RUNNING' | 'CONTAINER_EXITED' | 'CONTAINER_UNKNOWN';
@@ -60,14 +61,9 @@ export interface ContainerStatsView {
   labels: Record<string, string>;
   annotations: Record<string, string>;
   /** All timestamps in ns since the epoch, decimal strings. */
-  cpu: { timestamp: string; usageCoreNanoSeconds: string } | null;
-  memory: {
-    timestamp: string;
-    workingSetBytes: string;
-    usageBytes: string;
-    rssBytes: string;
-    pageFaults: string;
-    majorPageFaults: string;
-  } | null;
+  cpu: CpuUsageView | null;
+  memory: MemoryUsageView | null;
+  swap: SwapUsageView | null;
+  io: IoUsageView | null;
   writableLayer: { timestamp: string; mountpoint: string; usedBytes: string; inodesUsed: string } | null;
 }

@@ -3,6 +3,13 @@
  * a pod's stats), pods' stats, and the CRI metrics.
  */
 import type { ContainerStatsView } from '../container/types.js';
+import type {
+  CpuUsageView,
+  IoUsageView,
+  PressureLineView,
+  PressureView,
+  SwapUsageView,
+} from '../container/usage.js';
 import type { PodStatsService } from '../podstats/service.js';
 import type { InterfaceStatsView, MetricSample, PodStatsFilter, PodStatsView } from '../podstats/types.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
@@ -61,8 +68,7 @@ export function toWirePodStats(s: PodStatsView) {
     linux: {
       cpu: s.cpu
         ? {
-            timestamp: s.cpu.timestamp,
-            usage_core_nano_seconds: { value: s.cpu.usageCoreNanoSeconds },
+            ...toWireCpu(s.cpu),
             usage_nano_cores: s.cpu.usageNanoCores === null ? null : { value: s.cpu.usageNanoCores },
           }
         : null,
@@ -83,6 +89,7 @@ export function toWirePodStats(s: PodStatsView) {
         ? { timestamp: s.process.timestamp, process_count: { value: s.process.processCount } }
         : null,
       containers: s.containers.map(toWireStats),
+      io: toWireIo(s.io),
     },
   } satisfies Sent<'PodSandboxStats'>;
 }
@@ -105,7 +112,39 @@ function toWireMemory(m: NonNullable<ContainerStatsView['memory']>) {
     rss_bytes: { value: m.rssBytes },
     page_faults: { value: m.pageFaults },
     major_page_faults: { value: m.majorPageFaults },
+    psi: toWirePsi(m.psi),
   } satisfies Sent<'MemoryUsage'>;
+}
+
+function toWireCpu(c: CpuUsageView) {
+  return {
+    timestamp: c.timestamp,
+    usage_core_nano_seconds: { value: c.usageCoreNanoSeconds },
+    psi: toWirePsi(c.psi),
+  } satisfies Sent<'CpuUsage'>;
+}
+
+function toWireIo(io: IoUsageView | null) {
+  return io ? ({ timestamp: io.timestamp, psi: toWirePsi(io.psi) } satisfies Sent<'IoUsage'>) : null;
+}
+
+function toWireSwap(swap: SwapUsageView | null) {
+  if (!swap) return null;
+  return {
+    timestamp: swap.timestamp,
+    swap_usage_bytes: { value: swap.usageBytes },
+    swap_available_bytes: swap.availableBytes === null ? null : { value: swap.availableBytes },
+  } satisfies Sent<'SwapUsage'>;
+}
+
+/** Both are in the kernel's units already: the total in microseconds, the averages in percent. */
+function toWirePsi(p: PressureView | null) {
+  if (!p) return null;
+  const line = (l: PressureLineView | null) =>
+    l
+      ? ({ Total: l.total, Avg10: l.avg10, Avg60: l.avg60, Avg300: l.avg300 } satisfies Sent<'PsiData'>)
+      : null;
+  return { Some: line(p.some), Full: line(p.full) } satisfies Sent<'PsiStats'>;
 }
 
 function toWireMetric(m: MetricSample) {
@@ -126,10 +165,10 @@ export function toWireStats(s: ContainerStatsView) {
       labels: s.labels,
       annotations: s.annotations,
     },
-    cpu: s.cpu
-      ? { timestamp: s.cpu.timestamp, usage_core_nano_seconds: { value: s.cpu.usageCoreNanoSeconds } }
-      : null,
+    cpu: s.cpu ? toWireCpu(s.cpu) : null,
     memory: s.memory ? toWireMemory(s.memory) : null,
+    swap: toWireSwap(s.swap),
+    io: toWireIo(s.io),
     writable_layer: s.writableLayer
       ? {
           timestamp: s.writableLayer.timestamp,

@@ -5,6 +5,7 @@
  * belongs to the pod, not to a container) carry container "POD" and no image, as CRI-O's do.
  */
 import type { CgroupDetail } from '../cgroups/stats.js';
+import type { PressureView } from '../container/usage.js';
 import type { ContainerReading, PodReading } from './reading.js';
 import type { MetricDescriptor, MetricSample, MetricType, PodMetrics } from './types.js';
 
@@ -14,6 +15,8 @@ const CPU_KEYS = [...BASE_KEYS, 'cpu'];
 const INTERFACE_KEYS = [...BASE_KEYS, 'interface'];
 const POD_CONTAINER_NAME = 'POD';
 const NS_PER_SECOND = 1_000_000_000n;
+/** PSI totals are in microseconds. */
+const US_PER_SECOND = 1_000_000n;
 
 interface MetricDefinition extends MetricDescriptor {
   type: MetricType;
@@ -47,6 +50,7 @@ const METRICS = {
   ),
   workingSet: define('container_memory_working_set_bytes', 'Current working set in bytes.', 'GAUGE'),
   rss: define('container_memory_rss', 'Size of RSS in bytes.', 'GAUGE'),
+  swap: define('container_memory_swap', 'Container swap usage in bytes.', 'GAUGE'),
   processes: define('container_processes', 'Number of processes running inside the container.', 'GAUGE'),
   rxBytes: define(
     'container_network_receive_bytes_total',
@@ -98,9 +102,36 @@ const METRICS = {
   ),
 } satisfies Record<string, MetricDefinition>;
 
+type PressureResource = 'cpu' | 'memory' | 'io';
+
+/**
+ * cAdvisor's PSI counters, in seconds: "waiting" is the kernel's "some" line (at least one task
+ * stalled), "stalled" its "full" line (every task at once).
+ */
+const PRESSURE = (
+  [
+    ['cpu', 'CPU'],
+    ['memory', 'memory'],
+    ['io', 'I/O'],
+  ] as const
+).map(([resource, what]) => ({
+  resource,
+  waiting: define(
+    `container_pressure_${resource}_waiting_seconds_total`,
+    `Total time in seconds that at least one task of the container waited for ${what}.`,
+    'COUNTER',
+  ),
+  stalled: define(
+    `container_pressure_${resource}_stalled_seconds_total`,
+    `Total time in seconds that no task of the container could run for want of ${what}.`,
+    'COUNTER',
+  ),
+}));
+
 /** Every metric ListPodSandboxMetrics may return, as ListMetricDescriptors lists them. */
 export function metricDescriptors(): MetricDescriptor[] {
-  return Object.values(METRICS).map(({ name, help, labelKeys }) => ({
+  const all = [...Object.values(METRICS), ...PRESSURE.flatMap((p) => [p.waiting, p.stalled])];
+  return all.map(({ name, help, labelKeys }) => ({
     name,
     help,
     labelKeys: [...labelKeys],
@@ -173,6 +204,17 @@ function containerSamples(
       sample(METRICS.workingSet, labels, BigInt(stats.memory.workingSetBytes)),
       sample(METRICS.rss, labels, BigInt(stats.memory.rssBytes)),
     );
+  }
+  if (stats.swap) out.push(sample(METRICS.swap, labels, BigInt(stats.swap.usageBytes)));
+  const psi: Record<PressureResource, PressureView | null> = {
+    cpu: stats.cpu?.psi ?? null,
+    memory: stats.memory?.psi ?? null,
+    io: stats.io?.psi ?? null,
+  };
+  for (const { resource, waiting, stalled } of PRESSURE) {
+    const p = psi[resource];
+    if (p?.some) out.push(sample(waiting, labels, BigInt(p.some.total) / US_PER_SECOND));
+    if (p?.full) out.push(sample(stalled, labels, BigInt(p.full.total) / US_PER_SECOND));
   }
   return out;
 }

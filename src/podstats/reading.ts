@@ -140,6 +140,10 @@ function sumStats(found: CgroupStats[]): CgroupStats {
     rssBytes: sum(found, (s) => s.rssBytes),
     pageFaults: sum(found, (s) => s.pageFaults),
     majorPageFaults: sum(found, (s) => s.majorPageFaults),
+    // Stall time does not add up across cgroups (two stalled at once are one stalled pod), and CRI
+    // reports no pod-level swap: unknown, rather than a wrong figure.
+    pressure: null,
+    swap: null,
   };
 }
 

@@ -1,6 +1,8 @@
 import type { Sandbox } from '../model/sandbox.js';
 import { matchesLabels } from '../operation/lookup.js';
 import { findSandbox } from '../sandbox/lookup.js';
+import type { CgroupDetail, CgroupStats } from '../cgroups/stats.js';
+import { cgroupUsageViews, remainingBytes } from '../container/usage.js';
 import { CounterRate } from '../stats/rate.js';
 import { podMetrics, metricDescriptors } from './metrics.js';
 import { readPod, type PodReaderDeps, type PodReading } from './reading.js';
@@ -61,37 +63,34 @@ export class PodStatsService {
   private toStats(reading: PodReading): PodStatsView {
     const { sandbox, timestamp, cgroup, detail } = reading;
     const { spec } = sandbox;
-    const nanoCores = cgroup ? this.cpuRate.sample(sandbox.id, cgroup.cpuUsageNs, BigInt(timestamp)) : null;
-    const limit = detail?.memoryLimitBytes ?? null;
     return {
       id: sandbox.id,
       metadata: spec.metadata,
       labels: spec.labels,
       annotations: spec.annotations,
-      cpu: cgroup
-        ? {
-            timestamp,
-            usageCoreNanoSeconds: cgroup.cpuUsageNs.toString(),
-            usageNanoCores: nanoCores === null ? null : nanoCores.toString(),
-          }
-        : null,
-      memory: cgroup
-        ? {
-            timestamp,
-            workingSetBytes: cgroup.workingSetBytes.toString(),
-            availableBytes:
-              limit === null
-                ? null
-                : (limit > cgroup.workingSetBytes ? limit - cgroup.workingSetBytes : 0n).toString(),
-            usageBytes: cgroup.memoryUsageBytes.toString(),
-            rssBytes: cgroup.rssBytes.toString(),
-            pageFaults: cgroup.pageFaults.toString(),
-            majorPageFaults: cgroup.majorPageFaults.toString(),
-          }
-        : null,
+      ...(cgroup ? this.usage(sandbox.id, cgroup, detail, timestamp) : { cpu: null, memory: null, io: null }),
       network: networkStats(timestamp, reading.interfaces),
       process: detail ? { timestamp, processCount: detail.processCount.toString() } : null,
       containers: reading.containers.map((c) => c.stats),
+    };
+  }
+
+  /** The pod cgroup's figures: a container's, with the cpu rate and the room under the pod's limit. */
+  private usage(
+    podId: string,
+    cgroup: CgroupStats,
+    detail: CgroupDetail | null,
+    timestamp: string,
+  ): Pick<PodStatsView, 'cpu' | 'memory' | 'io'> {
+    const { cpu, memory, io } = cgroupUsageViews(cgroup, timestamp);
+    const nanoCores = this.cpuRate.sample(podId, cgroup.cpuUsageNs, BigInt(timestamp));
+    return {
+      cpu: { ...cpu, usageNanoCores: nanoCores === null ? null : nanoCores.toString() },
+      memory: {
+        ...memory,
+        availableBytes: remainingBytes(detail?.memoryLimitBytes ?? null, cgroup.workingSetBytes),
+      },
+      io,
     };
   }
 }

@@ -1,5 +1,6 @@
 /** What the pod stats and metrics RPCs report; src/cri maps them to the wire form. */
 import type { ContainerStatsView } from '../container/types.js';
+import type { CpuUsageView, IoUsageView, MemoryUsageView } from '../container/usage.js';
 import type { PodMetadata } from '../model/sandbox.js';
 
 /** Counters as decimal strings (int64/uint64 on the wire); timestamps in ns since the epoch. */
@@ -16,14 +17,16 @@ export interface PodStatsView {
   metadata: PodMetadata;
   labels: Record<string, string>;
   annotations: Record<string, string>;
-  cpu: {
-    timestamp: string;
-    usageCoreNanoSeconds: string;
-    /** Null on the first sample of a pod (the rate needs two). */
-    usageNanoCores: string | null;
-  } | null;
+  cpu:
+    | (CpuUsageView & {
+        /** Null on the first sample of a pod (the rate needs two). */
+        usageNanoCores: string | null;
+      })
+    | null;
   /** A container's figures, plus what is left under the pod's limit (null when it has none). */
-  memory: (NonNullable<ContainerStatsView['memory']> & { availableBytes: string | null }) | null;
+  memory: (MemoryUsageView & { availableBytes: string | null }) | null;
+  /** The pod cgroup's io pressure. There is no pod-level swap in CRI: kubelet sums the containers'. */
+  io: IoUsageView | null;
   /** Null for host-network pods, which have no interfaces of their own. */
   network: {
     timestamp: string;

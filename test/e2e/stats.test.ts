@@ -13,9 +13,10 @@ import { EXEC_SYNC_OUTPUT_CAP, execSync } from '../../src/runtime/exec-sync.js';
 import { Runc } from '../../src/runtime/runc.js';
 import type { Spec } from '../../src/oci/spec.js';
 import type { CgroupManager } from '../../src/cgroups/index.js';
+import { parseFlatKeyed, type CgroupStats } from '../../src/cgroups/stats.js';
 import { directoryUsage } from '../../src/stats/disk.js';
 import { runBusyboxContainer, waitForRuncStatus } from '../harness/bundles.js';
-import { hostCgroups, removeCgroupTree } from '../harness/cgroups.js';
+import { CGROUP_V2, hostCgroups, removeCgroupTree } from '../harness/cgroups.js';
 
 const isRoot = process.getuid?.() === 0;
 const suffix = randomBytes(4).toString('hex');
@@ -25,7 +26,7 @@ const id = `stats-${suffix}`;
 const cgroupsPath = `/${CGROUP_PARENT}/${id}`;
 const T = 10_000;
 const runc = new Runc({ binary: 'runc', root: join(base, 'runc'), systemdCgroup: false, timeoutMs: T });
-const APPLETS = ['sh', 'sleep', 'yes', 'true', 'head', 'cat'];
+const APPLETS = ['sh', 'sleep', 'yes', 'true', 'head', 'cat', 'sort'];
 const MiB = 1024 * 1024;
 
 let spec: Spec;
@@ -42,6 +43,59 @@ function startContainer(cid: string): Promise<Spec> {
 
 const v1File = (controller: string, file: string): string =>
   join('/sys/fs/cgroup', controller, CGROUP_PARENT, id, file);
+
+interface Gauges {
+  current: string;
+  anon: string;
+  inactiveFile: string;
+  swapCurrent: string | null;
+  swapMax: string | null;
+}
+
+/** What a v2 cgroup's files say, for checking the reader against them. */
+async function v2Files(dir: string) {
+  const text = (file: string): Promise<string> => readFile(join(dir, file), 'utf8');
+  const optional = (file: string): Promise<string | null> =>
+    text(file).then(
+      (t) => t.trim(),
+      () => null,
+    );
+  const [cpuStat, memStat, current, swapCurrent, swapMax, cpuP, memP, ioP] = await Promise.all([
+    text('cpu.stat'),
+    text('memory.stat'),
+    text('memory.current'),
+    optional('memory.swap.current'),
+    optional('memory.swap.max'),
+    text('cpu.pressure'),
+    text('memory.pressure'),
+    text('io.pressure'),
+  ]);
+  const cpu = parseFlatKeyed(cpuStat);
+  const mem = parseFlatKeyed(memStat);
+  const totals = (pressure: string): { some: bigint; full: bigint } => {
+    const total = (kind: string): bigint =>
+      BigInt(new RegExp(`^${kind} .*total=(\\d+)`, 'm').exec(pressure)?.[1] ?? '-1');
+    return { some: total('some'), full: total('full') };
+  };
+  return {
+    usageUsec: cpu.get('usage_usec') ?? -1n,
+    pgfault: mem.get('pgfault') ?? -1n,
+    pgmajfault: mem.get('pgmajfault') ?? -1n,
+    pressure: { cpu: totals(cpuP), memory: totals(memP), io: totals(ioP) },
+    /** The figures that go up and down, as one string to compare two readings by. */
+    gauges: JSON.stringify({
+      current: current.trim(),
+      anon: String(mem.get('anon')),
+      inactiveFile: String(mem.get('inactive_file')),
+      swapCurrent,
+      swapMax,
+    } satisfies Gauges),
+  };
+}
+
+function assertBracketed(what: string, value: bigint, lo: bigint, hi: bigint): void {
+  assert.ok(lo >= 0n && lo <= value && value <= hi, `${what}: ${value} not within the files' ${lo}..${hi}`);
+}
 
 async function readNumber(path: string): Promise<number> {
   return Number((await readFile(path, 'utf8')).trim());
@@ -109,6 +163,124 @@ describe('container cgroups', { skip: isRoot ? false : 'needs root' }, () => {
     assert.ok(second.pageFaults > 0n);
     assert.ok(second.majorPageFaults >= 0n);
   });
+
+  test('reads every figure from its cgroup file; PSI and swap only where the kernel keeps them', async () => {
+    if (cgroups.host.version !== 'v2') {
+      // v1 and hybrid keep no pressure files per cgroup, and berth reads no swap there: unset.
+      const stats = await cgroups.readStats(cgroupsPath);
+      assert.ok(stats);
+      assert.equal(stats.pressure, null);
+      assert.equal(stats.swap, null);
+      return;
+    }
+    const dir = join('/sys/fs/cgroup', CGROUP_PARENT, id);
+    // Counters are bracketed by the files read just before and after; gauges must equal the file
+    // when it did not change across the read (the container sleeps, so that comes soon).
+    for (let attempt = 1; ; attempt++) {
+      const before = await v2Files(dir);
+      const stats = await cgroups.readStats(cgroupsPath);
+      const after = await v2Files(dir);
+      assert.ok(stats);
+      assertBracketed('cpu usage', stats.cpuUsageNs, before.usageUsec * 1000n, after.usageUsec * 1000n);
+      assertBracketed('page faults', stats.pageFaults, before.pgfault, after.pgfault);
+      assertBracketed('major page faults', stats.majorPageFaults, before.pgmajfault, after.pgmajfault);
+      assert.ok(stats.pressure, 'v2 has pressure files');
+      for (const resource of ['cpu', 'memory', 'io'] as const) {
+        for (const kind of ['some', 'full'] as const) {
+          const line = stats.pressure[resource]?.[kind];
+          assert.ok(line, `${resource} ${kind} pressure`);
+          const [lo, hi] = [before.pressure[resource][kind], after.pressure[resource][kind]];
+          assertBracketed(`${resource} ${kind} total`, line.totalUs, lo, hi);
+          for (const avg of [line.avg10, line.avg60, line.avg300])
+            assert.ok(avg >= 0 && avg <= 100, `${avg}%`);
+        }
+      }
+      if (before.gauges !== after.gauges && attempt < 20) continue;
+      assert.equal(before.gauges, after.gauges, 'memory changed across 20 reads of an idle container');
+      const g = JSON.parse(before.gauges) as Gauges;
+      assert.equal(stats.memoryUsageBytes, BigInt(g.current));
+      assert.equal(stats.rssBytes, BigInt(g.anon));
+      assert.equal(stats.workingSetBytes, BigInt(g.current) - BigInt(g.inactiveFile));
+      if (g.swapCurrent === null) {
+        assert.equal(stats.swap, null, 'no swap accounting, no swap figures');
+      } else {
+        // 64 MiB of memory and no swap limit: runc leaves memory.swap.max at "max".
+        assert.equal(g.swapMax, 'max');
+        assert.deepEqual(stats.swap, { usageBytes: BigInt(g.swapCurrent), limitBytes: null });
+      }
+      return;
+    }
+  });
+
+  test(
+    'PSI moves: a busy loop under a tight cpu quota, an allocation past memory.max; swap under its limit',
+    { skip: CGROUP_V2 ? false : 'needs cgroup v2: v1 and hybrid keep no pressure files per cgroup' },
+    async (t) => {
+      const tight = `${id}-tight`;
+      const tightPath = `/${CGROUP_PARENT}/${tight}`;
+      const tightSpec = await runBusyboxContainer(runc, tight, join(base, 'bundles', tight), {
+        applets: APPLETS,
+        args: ['/bin/sleep', '1000'],
+        cgroupsPath: tightPath,
+        // A tenth of a core; 32 MiB of memory and 16 MiB of swap beside it.
+        resources: { cpu: { quota: 10_000, period: 100_000 }, memory: { limit: 32 * MiB, swap: 48 * MiB } },
+      });
+      assert.ok(tightSpec.process);
+      const read = async (): Promise<CgroupStats> => {
+        const s = await cgroups.readStats(tightPath);
+        assert.ok(s, 'stats of the tight container');
+        return s;
+      };
+      const first = await read();
+      const stalled = (s: CgroupStats, r: 'cpu' | 'memory'): bigint => s.pressure?.[r]?.some?.totalUs ?? -1n;
+      assert.ok(stalled(first, 'cpu') >= 0n && stalled(first, 'memory') >= 0n, 'v2 keeps PSI here');
+
+      // Throttled, the loop waits for cpu 90% of the time: a second of it stalls ~0.9 s. 100 ms is
+      // the bound where both cores are busy with something else too (waiting counts as well).
+      const burner = { ...tightSpec.process, args: ['/bin/sh', '-c', 'yes > /dev/null'] };
+      let cpu = first;
+      for (let burst = 0; burst < 20 && stalled(cpu, 'cpu') - stalled(first, 'cpu') < 100_000n; burst++) {
+        await execSync(runc, tight, burner, { timeoutMs: 1000, maxOutputBytes: EXEC_SYNC_OUTPUT_CAP });
+        cpu = await read();
+      }
+      const cpuStall = stalled(cpu, 'cpu') - stalled(first, 'cpu');
+      assert.ok(cpuStall >= 100_000n, `cpu some stalled only ${cpuStall} us`);
+      assert.ok(
+        (cpu.pressure?.cpu?.full?.totalUs ?? 0n) > 0n,
+        'one task throttled is the whole cgroup stalled',
+      );
+
+      // sort holds its one 96 MiB line in memory: reclaim finds nothing to free (no swap device, or
+      // 16 MiB of it), and the OOM killer ends sort. The reclaim attempts are memory stalls.
+      const hog = {
+        ...tightSpec.process,
+        args: ['/bin/sh', '-c', 'head -c 100663296 /dev/zero | sort > /dev/null'],
+      };
+      let memory = cpu;
+      for (let round = 0; round < 5 && stalled(memory, 'memory') <= stalled(first, 'memory'); round++) {
+        await execSync(runc, tight, hog, { timeoutMs: 60_000, maxOutputBytes: EXEC_SYNC_OUTPUT_CAP });
+        memory = await read();
+      }
+      assert.ok(stalled(memory, 'memory') > stalled(first, 'memory'), 'memory some stall time grew');
+
+      const dir = join('/sys/fs/cgroup', CGROUP_PARENT, tight);
+      const swapCurrent = await readFile(join(dir, 'memory.swap.current'), 'utf8').catch(() => null);
+      if (swapCurrent === null) {
+        t.diagnostic('this kernel does not account swap to cgroups: no swap figures');
+        assert.equal(memory.swap, null);
+        return;
+      }
+      assert.equal((await readFile(join(dir, 'memory.swap.max'), 'utf8')).trim(), String(16 * MiB));
+      const swaps = (await readFile('/proc/swaps', 'utf8')).trim().split('\n').length - 1;
+      t.diagnostic(`${swaps} swap device(s); memory.swap.current ${swapCurrent.trim()}`);
+      assert.ok(memory.swap, 'swap is accounted');
+      assert.equal(memory.swap.limitBytes, BigInt(16 * MiB));
+      if (swaps === 0)
+        assert.equal(memory.swap.usageBytes, 0n, 'nothing can be swapped out without a device');
+      const now = await read();
+      assert.ok(now.swap && now.swap.usageBytes <= now.swap.limitBytes!, 'usage stays under the limit');
+    },
+  );
 
   test('a stopped container cannot be updated; a deleted one has no stats', async () => {
     await runc.kill(id, 'SIGKILL');

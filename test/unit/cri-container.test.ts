@@ -240,7 +240,7 @@ const STATS: ContainerStatsView = {
   metadata: { name: 'app', attempt: 2 },
   labels: { l: '1' },
   annotations: { a: '2' },
-  cpu: { timestamp: '1700000000000000010', usageCoreNanoSeconds: '123456789' },
+  cpu: { timestamp: '1700000000000000010', usageCoreNanoSeconds: '123456789', psi: null },
   memory: {
     timestamp: '1700000000000000011',
     workingSetBytes: '1000',
@@ -248,7 +248,10 @@ const STATS: ContainerStatsView = {
     rssBytes: '500',
     pageFaults: '7',
     majorPageFaults: '1',
+    psi: null,
   },
+  swap: null,
+  io: null,
   writableLayer: {
     timestamp: '1700000000000000012',
     mountpoint: '/var/lib/berth/containers/c0ffee/rootfs',
@@ -866,7 +869,7 @@ test('ContainerStats: attributes and usage; missing parts stay null', () => {
       labels: { l: '1' },
       annotations: { a: '2' },
     },
-    cpu: { timestamp: '1700000000000000010', usage_core_nano_seconds: { value: '123456789' } },
+    cpu: { timestamp: '1700000000000000010', usage_core_nano_seconds: { value: '123456789' }, psi: null },
     memory: {
       timestamp: '1700000000000000011',
       working_set_bytes: { value: '1000' },
@@ -874,7 +877,10 @@ test('ContainerStats: attributes and usage; missing parts stay null', () => {
       rss_bytes: { value: '500' },
       page_faults: { value: '7' },
       major_page_faults: { value: '1' },
+      psi: null,
     },
+    swap: null,
+    io: null,
     writable_layer: {
       timestamp: '1700000000000000012',
       fs_id: { mountpoint: '/var/lib/berth/containers/c0ffee/rootfs' },
@@ -886,6 +892,42 @@ test('ContainerStats: attributes and usage; missing parts stay null', () => {
   assert.equal(bare.cpu, null);
   assert.equal(bare.memory, null);
   assert.equal(bare.writable_layer, null);
+});
+
+test('ContainerStats: PSI and swap in the kernel units CRI documents; an unlimited swap has no available', () => {
+  const line = (total: string, avg10: number) => ({ total, avg10, avg60: 0.5, avg300: 0.25 });
+  const wire = toWireStats({
+    ...STATS,
+    cpu: { ...STATS.cpu!, psi: { some: line('3647', 12.5), full: line('1200', 1.5) } },
+    memory: { ...STATS.memory!, psi: { some: line('11166', 0), full: null } },
+    swap: { timestamp: '1700000000000000013', usageBytes: '4096', availableBytes: null },
+    io: { timestamp: '1700000000000000014', psi: { some: line('390', 0), full: line('390', 0) } },
+  });
+  assert.deepEqual(wire.cpu?.psi, {
+    Some: { Total: '3647', Avg10: 12.5, Avg60: 0.5, Avg300: 0.25 },
+    Full: { Total: '1200', Avg10: 1.5, Avg60: 0.5, Avg300: 0.25 },
+  });
+  assert.deepEqual(wire.memory?.psi, {
+    Some: { Total: '11166', Avg10: 0, Avg60: 0.5, Avg300: 0.25 },
+    Full: null,
+  });
+  assert.deepEqual(wire.swap, {
+    timestamp: '1700000000000000013',
+    swap_usage_bytes: { value: '4096' },
+    swap_available_bytes: null,
+  });
+  assert.deepEqual(wire.io, {
+    timestamp: '1700000000000000014',
+    psi: {
+      Some: { Total: '390', Avg10: 0, Avg60: 0.5, Avg300: 0.25 },
+      Full: { Total: '390', Avg10: 0, Avg60: 0.5, Avg300: 0.25 },
+    },
+  });
+  const limited = toWireStats({
+    ...STATS,
+    swap: { timestamp: '1', usageBytes: '0', availableBytes: '1048576' },
+  });
+  assert.deepEqual(limited.swap?.swap_available_bytes, { value: '1048576' });
 });
 
 // --- Handlers against a fake service --------------------------------------------------------------

@@ -4,6 +4,7 @@ import { describe, test } from 'node:test';
 import type { CgroupDriver } from '../../src/cgroups/driver.js';
 import { cgroupManager, type CgroupManager } from '../../src/cgroups/index.js';
 import { probeCgroupHost, type CgroupVersion } from '../../src/cgroups/probe.js';
+import { parsePressure } from '../../src/cgroups/pressure.js';
 import { parseFlatKeyed } from '../../src/cgroups/stats.js';
 import { expandSlice } from '../../src/cgroups/systemd.js';
 import { fakeTreeMaker } from '../harness/files.js';
@@ -81,6 +82,38 @@ describe('cgroupRelativePath', () => {
   });
 });
 
+describe('parsePressure', () => {
+  test('reads some and full lines; other lines and unknown keys are skipped', () => {
+    const p = parsePressure(
+      'some avg10=0.12 avg60=1.50 avg300=99.99 total=18446744073709551615 later=7\nnew-kind x=1\n\n',
+      'cpu.pressure',
+    );
+    assert.deepEqual(p, {
+      some: { totalUs: 18446744073709551615n, avg10: 0.12, avg60: 1.5, avg300: 99.99 },
+      full: null,
+    });
+  });
+
+  test('an empty file has neither line', () => {
+    assert.deepEqual(parsePressure('', 'io.pressure'), { some: null, full: null });
+  });
+
+  test('a some/full line missing a key or with garbage is an error naming the file', () => {
+    assert.throws(
+      () => parsePressure('some avg10=0.00 avg60=0.00 total=5\n', 'memory.pressure'),
+      /memory.pressure: some avg300/,
+    );
+    assert.throws(
+      () => parsePressure('full avg10=x avg60=0 avg300=0 total=5\n', 'io.pressure'),
+      /io.pressure: full avg10/,
+    );
+    assert.throws(
+      () => parsePressure('some avg10=0 avg60=0 avg300=0 total=-1\n', 'cpu.pressure'),
+      /cpu.pressure: some total/,
+    );
+  });
+});
+
 test('parseFlatKeyed reads key/value lines and skips the rest', () => {
   const m = parseFlatKeyed('cache 12\nrss 34\n\nnonsense\nbig 18446744073709551615\n');
   assert.deepEqual(
@@ -92,6 +125,20 @@ test('parseFlatKeyed reads key/value lines and skips the rest', () => {
     ],
   );
 });
+
+/** A v2 tree whose cgroup `dir` has only the files every reading needs, and `extra`. */
+function bareV2Tree(dir: string, extra: Record<string, string> = {}): Promise<string> {
+  const files: Record<string, string> = {
+    'cpu.stat': 'usage_usec 1\n',
+    'memory.current': '1\n',
+    'memory.stat': '',
+    ...extra,
+  };
+  return fakeTree({
+    'cgroup.controllers': 'cpu memory pids\n',
+    ...Object.fromEntries(Object.entries(files).map(([file, text]) => [`${dir}/${file}`, text])),
+  });
+}
 
 describe('readCgroupStats', () => {
   const v1Stat = [
@@ -121,6 +168,8 @@ describe('readCgroupStats', () => {
       rssBytes: 8192n,
       pageFaults: 77n,
       majorPageFaults: 3n,
+      pressure: null,
+      swap: null,
     });
   });
 
@@ -133,13 +182,21 @@ describe('readCgroupStats', () => {
     assert.equal((await (await managerAt(root)).readStats('/berth/c1'))?.workingSetBytes, 0n);
   });
 
-  test('cgroup v2 (unified), usage_usec in ns, systemd scope path', async () => {
+  test('cgroup v2 (unified), usage_usec in ns, systemd scope path, PSI and swap', async () => {
     const dir = 'kubepods.slice/kubepods-pod1.slice/berth-c2.scope';
     const root = await fakeTree({
       'cgroup.controllers': 'cpu memory pids\n',
       [`${dir}/cpu.stat`]: 'usage_usec 2500\nuser_usec 2000\nsystem_usec 500\n',
       [`${dir}/memory.current`]: '1048576\n',
       [`${dir}/memory.stat`]: 'anon 65536\nfile 900000\ninactive_file 48576\npgfault 12\npgmajfault 1\n',
+      [`${dir}/cpu.pressure`]:
+        'some avg10=12.50 avg60=3.01 avg300=0.70 total=3647\nfull avg10=1.00 avg60=0.00 avg300=0.00 total=1200\n',
+      [`${dir}/memory.pressure`]:
+        'some avg10=0.00 avg60=0.00 avg300=0.00 total=11166\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=9000\n',
+      // A kernel before 5.13 has no "full" line for cpu; io keeps both.
+      [`${dir}/io.pressure`]: 'some avg10=0.00 avg60=0.00 avg300=0.00 total=390\n',
+      [`${dir}/memory.swap.current`]: '4096\n',
+      [`${dir}/memory.swap.max`]: '1048576\n',
     });
     assert.equal(await cgroupVersion(root), 'v2');
     assert.deepEqual(await (await managerAt(root, 'systemd')).readStats('kubepods-pod1.slice:berth:c2'), {
@@ -149,6 +206,33 @@ describe('readCgroupStats', () => {
       rssBytes: 65536n,
       pageFaults: 12n,
       majorPageFaults: 1n,
+      pressure: {
+        cpu: {
+          some: { totalUs: 3647n, avg10: 12.5, avg60: 3.01, avg300: 0.7 },
+          full: { totalUs: 1200n, avg10: 1, avg60: 0, avg300: 0 },
+        },
+        memory: {
+          some: { totalUs: 11166n, avg10: 0, avg60: 0, avg300: 0 },
+          full: { totalUs: 9000n, avg10: 0, avg60: 0, avg300: 0 },
+        },
+        io: { some: { totalUs: 390n, avg10: 0, avg60: 0, avg300: 0 }, full: null },
+      },
+      swap: { usageBytes: 4096n, limitBytes: 1048576n },
+    });
+  });
+
+  test('cgroup v2 without PSI (psi=0, cgroup.pressure 0) or swap accounting: unset, not zero', async () => {
+    const root = await bareV2Tree('berth/c3');
+    const stats = await (await managerAt(root)).readStats('/berth/c3');
+    assert.deepEqual(stats?.pressure, { cpu: null, memory: null, io: null });
+    assert.equal(stats?.swap, null);
+  });
+
+  test('swap without a limit ("max") has none', async () => {
+    const root = await bareV2Tree('berth/c4', { 'memory.swap.current': '0\n', 'memory.swap.max': 'max\n' });
+    assert.deepEqual((await (await managerAt(root)).readStats('/berth/c4'))?.swap, {
+      usageBytes: 0n,
+      limitBytes: null,
     });
   });
 
