@@ -31,7 +31,14 @@ fi
 
 image=$(bash scripts/vm/build-image.sh)
 job=$(mktemp -d /tmp/berth-vm-job.XXXXXX)
-trap 'rm -rf "$job"' EXIT
+# A run stopped from outside (a signal, a CI timeout) takes its VM with it: qemu holds the lock.
+qemu=
+cleanup() {
+  [[ -z $qemu ]] || kill "$qemu" 2>/dev/null || true
+  rm -rf "$job"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT HUP
 cp "$script" "$job/run.sh"
 cp scripts/vm/guest/job.sh "$job/guest.sh"
 : >"$job/output.log"
