@@ -70,13 +70,9 @@ export class RpcEdge {
     return (call, callback) => this.serve(call, handler, callback);
   }
 
-  /** kubelet relies on UNIMPLEMENTED naming the rpc to fall back (e.g. from the Stream* lists). */
+  /** kubelet relies on UNIMPLEMENTED naming the rpc to fall back (e.g. from UpdatePodSandboxResources). */
   unimplemented<Req, Res>(): handleUnaryCall<Req, Res> {
     return (call, callback) => this.serve(call, refuse(call), callback);
-  }
-
-  unimplementedStream<Req, Res>(): handleServerStreamingCall<Req, Res> {
-    return (call) => this.serve(call, refuse(call), (err) => (err ? call.emit('error', err) : call.end()));
   }
 
   /**

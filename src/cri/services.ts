@@ -16,6 +16,7 @@ import type { ImageServiceHandlers } from './generated/runtime/v1/ImageService.j
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
 import type { RpcEdge } from './handler.js';
 import { imageHandlers } from './image.js';
+import { itemByItem } from './item-stream.js';
 import { runtimeHandlers } from './runtime.js';
 import { sandboxHandlers } from './sandbox.js';
 import { podStatsHandlers } from './stats.js';
@@ -55,7 +56,13 @@ export function runtimeService(
     RemovePodSandbox: edge.unary(sandbox.RemovePodSandbox),
     PodSandboxStatus: edge.unary(sandbox.PodSandboxStatus),
     ListPodSandbox: edge.unary(sandbox.ListPodSandbox),
-    StreamPodSandboxes: edge.unimplementedStream(),
+    StreamPodSandboxes: edge.serverStream(
+      itemByItem(
+        sandbox.ListPodSandbox,
+        (a) => a.items,
+        (item) => ({ pod_sandboxes: [item] }),
+      ),
+    ),
     UpdatePodSandboxResources: edge.unimplemented(),
 
     CreateContainer: edge.unary(container.CreateContainer),
@@ -63,7 +70,13 @@ export function runtimeService(
     StopContainer: edge.unary(container.StopContainer),
     RemoveContainer: edge.unary(container.RemoveContainer),
     ListContainers: edge.unary(container.ListContainers),
-    StreamContainers: edge.unimplementedStream(),
+    StreamContainers: edge.serverStream(
+      itemByItem(
+        container.ListContainers,
+        (a) => a.containers,
+        (item) => ({ containers: [item] }),
+      ),
+    ),
     ContainerStatus: edge.unary(container.ContainerStatus),
     UpdateContainerResources: edge.unary(container.UpdateContainerResources),
     ReopenContainerLog: edge.unary(container.ReopenContainerLog),
@@ -77,13 +90,31 @@ export function runtimeService(
 
     ContainerStats: edge.unary(container.ContainerStats),
     ListContainerStats: edge.unary(container.ListContainerStats),
-    StreamContainerStats: edge.unimplementedStream(),
+    StreamContainerStats: edge.serverStream(
+      itemByItem(
+        container.ListContainerStats,
+        (a) => a.stats,
+        (item) => ({ container_stats: [item] }),
+      ),
+    ),
     PodSandboxStats: edge.unary(podStats.PodSandboxStats),
     ListPodSandboxStats: edge.unary(podStats.ListPodSandboxStats),
-    StreamPodSandboxStats: edge.unimplementedStream(),
+    StreamPodSandboxStats: edge.serverStream(
+      itemByItem(
+        podStats.ListPodSandboxStats,
+        (a) => a.stats,
+        (item) => ({ pod_sandbox_stats: [item] }),
+      ),
+    ),
     ListMetricDescriptors: edge.unary(podStats.ListMetricDescriptors),
     ListPodSandboxMetrics: edge.unary(podStats.ListPodSandboxMetrics),
-    StreamPodSandboxMetrics: edge.unimplementedStream(),
+    StreamPodSandboxMetrics: edge.serverStream(
+      itemByItem(
+        podStats.ListPodSandboxMetrics,
+        (a) => a.pod_metrics,
+        (item) => ({ pod_sandbox_metrics: [item] }),
+      ),
+    ),
   };
 }
 
@@ -91,7 +122,13 @@ export function imageService(images: ImageService, edge: RpcEdge): ImageServiceH
   const image = imageHandlers(images);
   return {
     ListImages: edge.unary(image.ListImages),
-    StreamImages: edge.unimplementedStream(),
+    StreamImages: edge.serverStream(
+      itemByItem(
+        image.ListImages,
+        (a) => a.images,
+        (item) => ({ images: [item] }),
+      ),
+    ),
     ImageStatus: edge.unary(image.ImageStatus),
     PullImage: edge.unary(image.PullImage),
     RemoveImage: edge.unary(image.RemoveImage),

@@ -33,6 +33,35 @@ export class CriClient {
     return this.invoke<T>(this.services.image, rpc, req, opts.deadlineMs);
   }
 
+  /**
+   * Calls a server-streaming rpc of either service and collects its messages; rejects with the
+   * ServiceError the stream ended with.
+   */
+  stream<T = Record<string, unknown>>(
+    rpc: string,
+    req: object = {},
+    opts: { service?: 'runtime' | 'image'; deadlineMs?: number } = {},
+  ): Promise<T[]> {
+    const method = this.services[opts.service ?? 'runtime'][rpc];
+    if (!method) throw new Error(`no rpc ${rpc}`);
+    const options: CallOptions =
+      opts.deadlineMs === undefined ? {} : { deadline: Date.now() + opts.deadlineMs };
+    const call = this.connection.makeServerStreamRequest(
+      method.path,
+      method.requestSerialize,
+      method.responseDeserialize,
+      req,
+      new Metadata(),
+      options,
+    );
+    const messages: T[] = [];
+    return new Promise<T[]>((resolve, reject) => {
+      call.on('data', (message) => messages.push(message as T));
+      call.on('error', reject);
+      call.on('end', () => resolve(messages));
+    });
+  }
+
   close(): void {
     this.connection.close();
   }
