@@ -1,11 +1,11 @@
 import { join } from 'node:path';
 import { containerDir } from '../imagestore/rootfs.js';
 import type { Container } from '../model/container.js';
-import { directoryUsage } from '../stats/disk.js';
+import { directoryUsage, type DirectoryUsage } from '../stats/disk.js';
 import { nowNanos } from '../time.js';
 import type { ContainerServiceDeps } from './context.js';
 import { findContainer, hasProcess, selectContainers } from './lookup.js';
-import type { ContainerFilter, ContainerStatsView } from './types.js';
+import type { ContainerFilter, ContainerStatsView, WritableLayersUsage } from './types.js';
 import { cgroupUsageViews } from './usage.js';
 
 /** ContainerStats and ListContainerStats: cgroup and writable-layer usage. */
@@ -20,12 +20,36 @@ export class ContainerStatsReader {
     return Promise.all(selectContainers(this.deps.store, filter).map((c) => this.statsOf(c)));
   }
 
+  /**
+   * What the writable layers of all containers use, for ImageFsInfo's container_filesystems
+   * (KEP-4191): kubelet's eviction counts it apart from the images'. An exited container keeps its
+   * layer until it is removed, so every container counts. The layers are under the root dir, on
+   * the images' filesystem: kubelet, seeing one filesystem for both, does not treat them as split.
+   */
+  async writableLayers(): Promise<WritableLayersUsage> {
+    const { config } = this.deps;
+    const each = await Promise.all(
+      selectContainers(this.deps.store, {}).map((c) => this.writableLayer(c.id).catch(() => null)),
+    );
+    let bytes = 0n;
+    let inodes = 0n;
+    for (const usage of each) {
+      bytes += usage?.bytes ?? 0n;
+      inodes += usage?.inodes ?? 0n;
+    }
+    return { timestampNs: nowNanos(), mountpoint: config.rootDir, bytes, inodes };
+  }
+
+  private writableLayer(id: string): Promise<DirectoryUsage> {
+    return directoryUsage(join(containerDir(id, this.deps.config.rootDir), 'upper'));
+  }
+
   private async statsOf(container: Container): Promise<ContainerStatsView> {
     const { config } = this.deps;
     const { spec } = container;
     const [cgroup, disk] = await Promise.all([
       hasProcess(container) ? this.deps.cgroups.readStats(container.cgroupsPath) : null,
-      directoryUsage(join(containerDir(container.id, config.rootDir), 'upper')).catch(() => null),
+      this.writableLayer(container.id).catch(() => null),
     ]);
     const timestamp = nowNanos();
     return {

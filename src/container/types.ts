@@ -67,3 +67,11 @@ export interface ContainerStatsView {
   io: IoUsageView | null;
   writableLayer: { timestamp: string; mountpoint: string; usedBytes: string; inodesUsed: string } | null;
 }
+
+/** The writable layers of all containers together, and the filesystem they are on. */
+export interface WritableLayersUsage {
+  timestampNs: string;
+  mountpoint: string;
+  bytes: bigint;
+  inodes: bigint;
+}

@@ -1,3 +1,4 @@
+import type { WritableLayersUsage } from '../container/types.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { ImageService, ImageView } from '../image/service.js';
 import type { RegistryCredentials } from '../registry/client.js';
@@ -6,7 +7,8 @@ import type { UnaryHandlers } from './handler.js';
 import type { Received, Sent } from './messages.js';
 import { requireString } from './validate.js';
 
-export function imageHandlers(images: ImageService) {
+/** `writableLayers`: the containers' side of ImageFsInfo, which the image service does not hold. */
+export function imageHandlers(images: ImageService, writableLayers: () => Promise<WritableLayersUsage>) {
   return {
     PullImage: async (req, { signal }) => ({
       image_ref: await images.pull(
@@ -31,7 +33,7 @@ export function imageHandlers(images: ImageService) {
       return {};
     },
     ImageFsInfo: async () => {
-      const usage = await images.fsInfo();
+      const [usage, layers] = await Promise.all([images.fsInfo(), writableLayers()]);
       return {
         image_filesystems: [
           {
@@ -41,7 +43,14 @@ export function imageHandlers(images: ImageService) {
             inodes_used: { value: String(usage.inodes) },
           },
         ],
-        container_filesystems: [],
+        container_filesystems: [
+          {
+            timestamp: layers.timestampNs,
+            fs_id: { mountpoint: layers.mountpoint },
+            used_bytes: { value: String(layers.bytes) },
+            inodes_used: { value: String(layers.inodes) },
+          },
+        ],
       };
     },
   } satisfies UnaryHandlers<ImageServiceHandlers>;

@@ -38,7 +38,7 @@ export async function serveCri(
   const edge = new TrackingEdge(handlers, logger, onRpcDone);
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   server.addService(services.runtime, runtimeService(config, domains, edge));
-  server.addService(services.image, imageService(domains.images, edge));
+  server.addService(services.image, imageService(domains, edge));
 
   await mkdir(dirname(config.socket), { recursive: true, mode: 0o711 });
   // A socket file left by a killed daemon would make bind fail with EADDRINUSE.

@@ -118,8 +118,11 @@ export function runtimeService(
   };
 }
 
-export function imageService(images: ImageService, edge: RpcEdge): ImageServiceHandlers {
-  const image = imageHandlers(images);
+export function imageService(
+  { images, containers }: Pick<CriDomains, 'images' | 'containers'>,
+  edge: RpcEdge,
+): ImageServiceHandlers {
+  const image = imageHandlers(images, () => containers.stats.writableLayers());
   return {
     ListImages: edge.unary(image.ListImages),
     StreamImages: edge.serverStream(

@@ -32,7 +32,14 @@ import {
   type PushedImage,
 } from '../harness/images.js';
 import { parseLog } from '../harness/log.js';
-import { verboseInfoOf } from '../harness/pods.js';
+import {
+  containerConfig,
+  runPod,
+  startContainer,
+  stopAndRemovePod,
+  verboseInfoOf,
+  waitContainerState,
+} from '../harness/pods.js';
 import { freePort, startRegistry, type TestRegistry } from '../harness/registry.js';
 import { registrySkip as skip } from '../harness/skip.js';
 
@@ -111,21 +118,31 @@ async function removeImage(daemon: TestDaemon, image: string): Promise<void> {
   await daemon.cri.callImage('RemoveImage', { image: { image } });
 }
 
+type FsUsage = {
+  fs_id: { mountpoint: string } | null;
+  used_bytes: { value: string } | null;
+  inodes_used: { value: string } | null;
+};
+
 async function imageFs(daemon: TestDaemon): Promise<ImageFs> {
-  type Usage = {
-    fs_id: { mountpoint: string } | null;
-    used_bytes: { value: string } | null;
-    inodes_used: { value: string } | null;
-  };
-  const res = await daemon.cri.callImage<{ image_filesystems: Usage[] }>('ImageFsInfo', {});
+  const res = await daemon.cri.callImage<{ image_filesystems: FsUsage[] }>('ImageFsInfo', {});
   assert.equal(res.image_filesystems.length, 1);
-  const [usage] = res.image_filesystems;
+  return fsUsage(res.image_filesystems[0]);
+}
+
+function fsUsage(usage: FsUsage | undefined): ImageFs {
   assert.ok(usage?.fs_id && usage.used_bytes && usage.inodes_used, 'ImageFsInfo: fields missing');
   return {
     mountpoint: usage.fs_id.mountpoint,
     usedBytes: Number(usage.used_bytes.value),
     inodesUsed: Number(usage.inodes_used.value),
   };
+}
+
+async function writableLayers(daemon: TestDaemon): Promise<ImageFs> {
+  const res = await daemon.cri.callImage<{ container_filesystems: FsUsage[] }>('ImageFsInfo', {});
+  assert.equal(res.container_filesystems.length, 1);
+  return fsUsage(res.container_filesystems[0]);
 }
 
 function sortById(images: WireImage[]): WireImage[] {
@@ -688,6 +705,39 @@ describe('CRI ImageService against docker-registry', { skip, timeout: SUITE_TIME
         `${second.usedBytes} → ${third.usedBytes}`,
       );
       assert.equal(third.inodesUsed, first.inodesUsed);
+    });
+
+    it("reports the containers' writable layers on the same filesystem, apart from the images", async (t) => {
+      const before = await imageFs(daemon);
+      const layers = await writableLayers(daemon);
+      assert.equal(layers.mountpoint, daemon.rootDir, 'one filesystem for both: kubelet sees no split');
+      const pod = await runPod(daemon.cri, daemon.pod('fsinfo'));
+      t.after(() => stopAndRemovePod(daemon.cri, pod.id));
+      const writer = await startContainer(
+        daemon.cri,
+        pod,
+        containerConfig('writer', busybox.reference, {
+          command: ['/bin/sh', '-c', 'head -c 2097152 /dev/zero > /big'],
+          // The image's user (1000) may not write to /.
+          linux: { security_context: { run_as_user: { value: 0 } } },
+        }),
+      );
+      await waitContainerState(daemon.cri, writer, 'CONTAINER_EXITED');
+      const written = await writableLayers(daemon);
+      assert.ok(
+        written.usedBytes >= layers.usedBytes + 2 * 1024 * 1024,
+        `${layers.usedBytes} → ${written.usedBytes}`,
+      );
+      assert.ok(written.inodesUsed > layers.inodesUsed, `${layers.inodesUsed} → ${written.inodesUsed}`);
+      // The layer is the container's, not the images'.
+      assert.ok((await imageFs(daemon)).usedBytes < before.usedBytes + 1024 * 1024);
+
+      await daemon.cri.call('RemoveContainer', { container_id: writer });
+      const removed = await writableLayers(daemon);
+      assert.ok(
+        removed.usedBytes <= written.usedBytes - 2 * 1024 * 1024,
+        `${written.usedBytes} → ${removed.usedBytes}`,
+      );
     });
   });
 
