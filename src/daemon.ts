@@ -7,6 +7,7 @@ import { Cni } from './cni/index.js';
 import { findProgram } from './exec.js';
 import type { BerthConfig } from './config/types.js';
 import { describePod, type PodSnapshot } from './cri/events.js';
+import { CdiRegistry } from './cdi/registry.js';
 import { loadCriServices } from './cri/loader.js';
 import { serveCri, type CriServer } from './cri/server.js';
 import { EventHub } from './events/hub.js';
@@ -198,6 +199,7 @@ export async function startDaemon(
     images,
     cgroups,
     host,
+    cdi: new CdiRegistry(config.cdiSpecDirs, logger.child({ component: 'cdi' })),
     logger,
     events,
     ...(opts.pauseBeforeStep ? { pauseBeforeStep: opts.pauseBeforeStep } : {}),

@@ -131,6 +131,14 @@ const DECLARED = {
     default: 30_000,
     help: 'Deadline for each CNI plugin call',
   }),
+  cdiSpecDirs: setting({
+    key: 'cdi.spec_dirs',
+    flag: { name: '--cdi-spec-dir', arg: 'DIR' },
+    kind: directoryList,
+    default: ['/etc/cdi', '/var/run/cdi'],
+    help: 'CDI spec dirs, a later one outranking an earlier; the flag is repeatable, comma- or colon-separated',
+    details: 'Read again for each container that asks for a CDI device: a spec written meanwhile applies.',
+  }),
   netnsDir: setting({
     key: 'netns.dir',
     flag: { name: '--netns-dir', arg: 'DIR' },

@@ -1,3 +1,4 @@
+import type { CdiRegistry } from '../cdi/registry.js';
 import type { CgroupManager } from '../cgroups/index.js';
 import type { BerthConfig } from '../config/types.js';
 import type { LifecycleEvents } from '../events/lifecycle.js';
@@ -20,6 +21,8 @@ export interface ContainerServiceDeps {
   cgroups: CgroupManager;
   /** What the host can do, probed once at start-up. */
   host: HostFeatures;
+  /** The node's CDI specs, for containers that ask for CDI devices. */
+  cdi: CdiRegistry;
   logger: Logger;
   /** Where creates, starts, exits and removals are reported (GetContainerEvents). */
   events: LifecycleEvents;

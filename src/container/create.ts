@@ -108,6 +108,7 @@ export class ContainerCreation {
           guard: await this.mountGuard(),
           cgroups: this.deps.cgroups,
           host: this.deps.host,
+          cdi: this.deps.cdi,
         });
         // The bundle dir meanwhile; both settle before a failure reaches the rootfs undo.
         await allSettledOrThrow([preparing, mkdir(bundleDir, { recursive: true, mode: PRIVATE_DIR })]);

@@ -1,11 +1,13 @@
 /**
  * Everything CreateContainer must learn from the host before the OCI spec can be written: the
- * user from the image's files, mount sources, devices, the seccomp profile, whether a Localhost
+ * user from the image's files, mount sources, devices (CDI's too), the seccomp profile, whether a Localhost
  * AppArmor profile is loaded, the pod's files
  * (src/sandbox/files.ts writes them). The spec itself is built by the pure src/oci/container.ts.
  */
 import { access } from 'node:fs/promises';
 import { join } from 'node:path';
+import { applyCdiEdits } from '../cdi/apply.js';
+import type { CdiRegistry } from '../cdi/registry.js';
 import type { CgroupManager } from '../cgroups/index.js';
 import { FailedPreconditionError } from '../errors.js';
 import { requireLoadedProfile } from '../host/apparmor.js';
@@ -42,6 +44,7 @@ export interface PrepareInput {
   /** Which resources the host can apply. */
   cgroups: CgroupManager;
   host: Pick<HostFeatures, 'appArmor'>;
+  cdi: CdiRegistry;
 }
 
 export interface PreparedSpec {
@@ -62,13 +65,14 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
   if (sandbox.infra && !(await isRunning(sandbox.pid))) {
     throw new FailedPreconditionError(`pod sandbox ${sandbox.id}: its infra process is not running`);
   }
-  const [user, , mounts, devices, hosts, shm] = await Promise.all([
+  const [user, , mounts, devices, hosts, shm, cdi] = await Promise.all([
     resolveUser(input.rootfsPath, spec.security, input.image.config.User),
     makeWorkingDir(input.rootfsPath, spec, input.image.config),
     resolveMounts(spec.mounts, input.guard),
     resolveDevices(spec),
     ensureHostsFile(sandbox),
     podShm(sandbox),
+    input.cdi.resolve(spec.cdiDevices.map((name) => ({ name, field: 'config.CDI_devices' }))),
   ]);
   const capabilities = containerCapabilities(spec.security, await allCapabilities());
   const built = buildContainerSpec({
@@ -98,7 +102,7 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     deviceRules: devices.rules,
     mounts: mounts.mounts,
   });
-  return { spec: built, user, notes: mounts.notes };
+  return { spec: await applyCdiEdits(built, cdi), user, notes: mounts.notes };
 }
 
 /**

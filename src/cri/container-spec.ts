@@ -1,4 +1,5 @@
 /** What a client asks a container to be and to run, from the wire to the domain, validated. */
+import { parseQualifiedName } from '../cdi/names.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { ContainerMount, ContainerResources, ContainerSpec, DeviceMapping } from '../model/container.js';
 import type { KeyValue } from '../oci/container-input.js';
@@ -30,11 +31,6 @@ export function toContainerSpec(req: Received<'CreateContainerRequest'>): Contai
   if (!md) throw new InvalidArgumentError('config.metadata', 'is required');
   const name = requireSafeName('config.metadata.name', md.name);
   const image = requireString('config.image.image', config.image?.image);
-  // Unsupported features are refused rather than dropped: a pod that asked for them would
-  // otherwise run without an isolation or a device it relies on.
-  if (config.CDI_devices.length > 0) {
-    throw new InvalidArgumentError('config.CDI_devices', 'CDI devices are not supported by berth');
-  }
   return {
     metadata: { name, attempt: md.attempt },
     image,
@@ -53,6 +49,7 @@ export function toContainerSpec(req: Received<'CreateContainerRequest'>): Contai
     ),
     labels: boundedMap('config.labels', config.labels),
     annotations: boundedMap('config.annotations', config.annotations),
+    cdiDevices: toCdiDevices(config.CDI_devices, config.annotations),
     logPath: relativeLogPath('config.log_path', config.log_path),
     stdin: config.stdin,
     stdinOnce: config.stdin_once,
@@ -118,6 +115,34 @@ function toMount(field: string, m: Received<'Mount'>): ContainerMount {
     selinuxRelabel: m.selinux_relabel,
     propagation,
   };
+}
+
+/** Device plugins older than the CRI field name CDI devices in annotations of this prefix. */
+const CDI_ANNOTATION_PREFIX = 'cdi.k8s.io/';
+/** More than a node has devices. */
+const MAX_CDI_DEVICES = 256;
+
+/** The CRI field's devices, then the annotations' (comma-separated), each once. */
+function toCdiDevices(devices: Received<'CDIDevice'>[], annotations: Record<string, string>): string[] {
+  const named: [string, string][] = boundedList('config.CDI_devices', devices, MAX_CDI_DEVICES).map(
+    (d, i) => [`config.CDI_devices[${i}].name`, d.name],
+  );
+  for (const key of Object.keys(annotations).sort()) {
+    if (!key.startsWith(CDI_ANNOTATION_PREFIX)) continue;
+    const value = annotations[key] ?? '';
+    for (const name of value.split(','))
+      named.push([`config.annotations[${JSON.stringify(key)}]`, name.trim()]);
+  }
+  const names = new Set<string>();
+  for (const [field, name] of named) {
+    const parsed = parseQualifiedName(name);
+    if (typeof parsed === 'string') throw new InvalidArgumentError(field, parsed);
+    names.add(name);
+  }
+  if (names.size > MAX_CDI_DEVICES) {
+    throw new InvalidArgumentError('config.CDI_devices', `more than ${MAX_CDI_DEVICES} CDI devices`);
+  }
+  return [...names];
 }
 
 function toDevice(field: string, d: Received<'Device'>): DeviceMapping {

@@ -55,6 +55,8 @@ export interface ContainerSpec extends ContainerConfigInput {
   userSpecifiedImage: string;
   mounts: ContainerMount[];
   devices: DeviceMapping[];
+  /** Qualified CDI device names (vendor.com/class=name), from the CRI field and the annotations. */
+  cdiDevices: string[];
   labels: Record<string, string>;
   /** Relative to the sandbox's log_directory; '' means no log file. */
   logPath: string;

@@ -12,7 +12,23 @@ export interface Spec {
   hostname?: string;
   mounts?: Mount[];
   linux?: Linux;
+  hooks?: Hooks;
   annotations?: Record<string, string>;
+}
+
+/** OCI hooks by the point they run at; berth adds only those a CDI device asks for. */
+export type Hooks = Partial<
+  Record<
+    'prestart' | 'createRuntime' | 'createContainer' | 'startContainer' | 'poststart' | 'poststop',
+    Hook[]
+  >
+>;
+
+export interface Hook {
+  path: string;
+  args?: string[];
+  env?: string[];
+  timeout?: number;
 }
 
 export interface Process {

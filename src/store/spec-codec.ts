@@ -57,8 +57,14 @@ export const SANDBOX_SPEC: SpecCodec = {
   looksRight: (spec) => hasMetadata(spec) && 'userNamespace' in spec,
 };
 
-/** Shape 1 (src/model/container.ts ContainerSpec): as berth stored it up to schema version 4. */
-export const CONTAINER_SPEC: SpecCodec = { upgrades: [], looksRight: hasMetadata };
+/**
+ * Shape 1 (src/model/container.ts ContainerSpec): as berth stored it up to schema version 4. Shape 2
+ * adds `cdiDevices`: no container before it asked for any.
+ */
+export const CONTAINER_SPEC: SpecCodec = {
+  upgrades: [(older) => ({ ...older, cdiDevices: [] })],
+  looksRight: (spec) => hasMetadata(spec) && 'cdiDevices' in spec,
+};
 
 /**
  * A container's resources as UpdateContainerResources changed them, stored apart from its spec:

@@ -46,6 +46,7 @@ export function containerSpec(
     envs: [],
     mounts: [],
     devices: [],
+    cdiDevices: [],
     labels: {},
     annotations: {},
     logPath: '',

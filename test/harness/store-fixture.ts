@@ -34,7 +34,9 @@ export function fixtureRecordsReadNow(): FixtureRecords {
   const records = fixtureRecords();
   // Sandbox spec shape 2: every pod before it ran in the host's user namespace.
   const sandboxes = records.sandboxes.map((s) => ({ ...s, spec: { ...s.spec, userNamespace: null } }));
-  return { ...records, sandboxes };
+  // Container spec shape 2: no container before it asked for a CDI device.
+  const containers = records.containers.map((c) => ({ ...c, spec: { ...c.spec, cdiDevices: [] } }));
+  return { ...records, sandboxes, containers };
 }
 
 /** Makes the fixture's database file at `path`, which must not exist. */

@@ -57,6 +57,9 @@ conf_dir = "/srv/cni/conf"
 bin_dirs = ["/srv/cni/bin", "/srv/cni/bin2/"]
 timeout = "1m30s"
 
+[cdi]
+spec_dirs = ["/srv/cdi", "/srv/run/cdi"]
+
 [netns]
 dir = "/srv/netns"
 
@@ -97,6 +100,7 @@ describe('loadConfig defaults', () => {
       stateDir: '/run/berth',
       cniConfDir: '/etc/cni/net.d',
       cniBinDirs: ['/opt/cni/bin', '/usr/lib/cni'],
+      cdiSpecDirs: ['/etc/cdi', '/var/run/cdi'],
       netnsDir: '/var/run/netns',
       registryConfig: '/etc/berth/registries.toml',
       registryTimeoutMs: 60_000,
@@ -148,6 +152,7 @@ describe('loadConfig config file', () => {
       stateDir: '/srv/berth/run',
       cniConfDir: '/srv/cni/conf',
       cniBinDirs: ['/srv/cni/bin', '/srv/cni/bin2'],
+      cdiSpecDirs: ['/srv/cdi', '/srv/run/cdi'],
       netnsDir: '/srv/netns',
       registryConfig: '/srv/registries.toml',
       registryTimeoutMs: 45_000,

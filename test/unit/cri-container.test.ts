@@ -298,6 +298,7 @@ test('a full config maps to the expected ContainerSpec', () => {
       },
     ],
     devices: [{ containerPath: '/dev/fuse', hostPath: '/dev/fuse', permissions: 'rwm' }],
+    cdiDevices: [],
     labels: { 'io.kubernetes.container.name': 'app' },
     annotations: { 'io.kubernetes.container.hash': 'abcd' },
     logPath: 'app/2.log',
@@ -324,6 +325,27 @@ test('a full config maps to the expected ContainerSpec', () => {
     },
   };
   assert.deepEqual(toContainerSpec(request()), expected);
+});
+
+test('CDI devices come from the CRI field, then the cdi.k8s.io/ annotations, each once', () => {
+  const spec = toContainerSpec(
+    request(
+      wireConfig({
+        CDI_devices: [{ name: 'vendor.com/gpu=0' }, { name: 'vendor.com/gpu=1' }],
+        annotations: {
+          'cdi.k8s.io/plugin-b': 'example.org/net=eth, vendor.com/gpu=0',
+          'cdi.k8s.io/plugin-a': 'example.org/fpga=all',
+          'other.io/x': 'not=cdi',
+        },
+      }),
+    ),
+  );
+  assert.deepEqual(spec.cdiDevices, [
+    'vendor.com/gpu=0',
+    'vendor.com/gpu=1',
+    'example.org/fpga=all',
+    'example.org/net=eth',
+  ]);
 });
 
 test('a minimal config (no linux section) gets zero resources and the default profiles', () => {
@@ -586,7 +608,15 @@ describe('invalid CreateContainer requests name the field', () => {
     ],
     ['config.log_path', request(wireConfig({ log_path: '/var/log/x.log' }))],
     ['config.log_path', request(wireConfig({ log_path: 'app/../../x.log' }))],
-    ['config.CDI_devices', request(wireConfig({ CDI_devices: [{ name: 'vendor.com/gpu=0' }] }))],
+    ['config.CDI_devices[0].name', request(wireConfig({ CDI_devices: [{ name: 'gpu0' }] }))],
+    [
+      'config.CDI_devices[1].name',
+      request(wireConfig({ CDI_devices: [{ name: 'a.com/b=c' }, { name: 'a.com/b c=d' }] })),
+    ],
+    [
+      'config.annotations["cdi.k8s.io/plugin"]',
+      request(wireConfig({ annotations: { 'cdi.k8s.io/plugin': 'a.com/b=c,nonsense' } })),
+    ],
     [`${R}.oom_score_adj`, withResources({ oom_score_adj: '1001' })],
     [`${R}.oom_score_adj`, withResources({ oom_score_adj: '-1001' })],
     [`${R}.cpu_shares`, withResources({ cpu_shares: '-1' })],

@@ -41,7 +41,11 @@ describe('the versioned spec decoder', () => {
         ),
       );
     }
-    assert.throws(() => decodeSpec(CONTAINER_SPEC, 2, '{"metadata":{}}', WHERE), /spec version 2/);
+    const unknown = currentVersion(CONTAINER_SPEC) + 1;
+    assert.throws(
+      () => decodeSpec(CONTAINER_SPEC, unknown, '{"metadata":{}}', WHERE),
+      new RegExp(`spec version ${unknown}`),
+    );
   });
 
   it('still checks the outline of what it upgraded', () => {
@@ -78,7 +82,9 @@ describe('records written light', () => {
     const written = [specColumns('sandboxes'), specColumns('containers')];
     // Shape 2 of sandbox specs added userNamespace.
     assert.deepEqual(written[0], [{ config_json: JSON.stringify(sandbox().spec), spec_version: 2 }]);
-    assert.deepEqual(written[1], [{ config_json: JSON.stringify(container().spec), spec_version: 1 }]);
+    assert.deepEqual(written[1], [
+      { config_json: JSON.stringify(container().spec), spec_version: currentVersion(CONTAINER_SPEC) },
+    ]);
 
     store.sandboxes.networkAdding('pod1', storedNetworking());
     store.sandboxes.pluginAddStarting('pod1', 0, 0);
@@ -114,11 +120,12 @@ describe('records written light', () => {
     store.sandboxes.insert(sandbox());
     store.containers.insert(container());
     store.close();
-    withConnection(path, (db) => db.prepare('UPDATE containers SET spec_version = 2').run());
+    const unknown = currentVersion(CONTAINER_SPEC) + 1;
+    withConnection(path, (db) => db.prepare('UPDATE containers SET spec_version = ?').run(unknown));
     store = Store.open(path);
     assert.throws(
       () => store.containers.get('c0ffee01'),
-      /container c0ffee01: config_json has spec version 2/,
+      new RegExp(`container c0ffee01: config_json has spec version ${unknown}`),
     );
   });
 
