@@ -57,8 +57,24 @@ export const SANDBOX_SPEC: SpecCodec = {
   looksRight: (spec) => hasMetadata(spec) && 'userNamespace' in spec,
 };
 
-/** Shape 1 (src/model/container.ts ContainerSpec): as berth stored it up to schema version 4. */
-export const CONTAINER_SPEC: SpecCodec = { upgrades: [], looksRight: hasMetadata };
+/**
+ * Shape 1 (src/model/container.ts ContainerSpec): as berth stored it up to schema version 4. Shape 2
+ * adds `idmap` to each mount: every mount before it was a plain bind.
+ */
+export const CONTAINER_SPEC: SpecCodec = {
+  upgrades: [
+    (older) => ({
+      ...older,
+      mounts: Array.isArray(older.mounts)
+        ? older.mounts.map((m: unknown) => (isObject(m) ? { ...m, idmap: null } : m))
+        : older.mounts,
+    }),
+  ],
+  looksRight: (spec) =>
+    hasMetadata(spec) &&
+    Array.isArray(spec.mounts) &&
+    spec.mounts.every((m: unknown) => isObject(m) && 'idmap' in m),
+};
 
 /**
  * A container's resources as UpdateContainerResources changed them, stored apart from its spec:

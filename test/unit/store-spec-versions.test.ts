@@ -41,7 +41,7 @@ describe('the versioned spec decoder', () => {
         ),
       );
     }
-    assert.throws(() => decodeSpec(CONTAINER_SPEC, 2, '{"metadata":{}}', WHERE), /spec version 2/);
+    assert.throws(() => decodeSpec(CONTAINER_SPEC, 3, '{"metadata":{}}', WHERE), /spec version 3/);
   });
 
   it('still checks the outline of what it upgraded', () => {
@@ -76,9 +76,9 @@ describe('records written light', () => {
     store.sandboxes.insert(sandbox());
     store.containers.insert(container());
     const written = [specColumns('sandboxes'), specColumns('containers')];
-    // Shape 2 of sandbox specs added userNamespace.
+    // Shape 2 of sandbox specs added userNamespace, shape 2 of container specs their mounts' idmap.
     assert.deepEqual(written[0], [{ config_json: JSON.stringify(sandbox().spec), spec_version: 2 }]);
-    assert.deepEqual(written[1], [{ config_json: JSON.stringify(container().spec), spec_version: 1 }]);
+    assert.deepEqual(written[1], [{ config_json: JSON.stringify(container().spec), spec_version: 2 }]);
 
     store.sandboxes.networkAdding('pod1', storedNetworking());
     store.sandboxes.pluginAddStarting('pod1', 0, 0);
@@ -114,11 +114,11 @@ describe('records written light', () => {
     store.sandboxes.insert(sandbox());
     store.containers.insert(container());
     store.close();
-    withConnection(path, (db) => db.prepare('UPDATE containers SET spec_version = 2').run());
+    withConnection(path, (db) => db.prepare('UPDATE containers SET spec_version = 3').run());
     store = Store.open(path);
     assert.throws(
       () => store.containers.get('c0ffee01'),
-      /container c0ffee01: config_json has spec version 2/,
+      /container c0ffee01: config_json has spec version 3/,
     );
   });
 
