@@ -32,7 +32,7 @@ import {
 import { registrySkip as skip } from '../harness/skip.js';
 import { waitFor } from '../harness/wait.js';
 
-const SUITE_TIMEOUT_MS = 300_000;
+const SUITE_TIMEOUT_MS = 600_000;
 const T = 15_000;
 const UID_BASE = 100000;
 const GID_BASE = 200000;
