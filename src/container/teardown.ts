@@ -95,10 +95,11 @@ export class ContainerTeardown {
   /**
    * What a container that exited no longer needs, let go at once as containerd deletes its task on
    * exit: runc's record (only its cgroup is left) and, once runc has made sure nothing runs in it,
-   * the rootfs mount and its staged idmapped volumes. The dir, bundle and monitor files stay for Status, logs and RemoveContainer,
-   * whose removeFiles is then a plain delete. Called by the exit's one owner (exit-recorder.ts,
-   * settle.ts). Best effort and idempotent (a second call costs a stat and a mount table read):
-   * what fails here is left to RemoveContainer, which undoes everything the record says may exist.
+   * the rootfs mount and its staged idmapped volumes. The dir, bundle and monitor files stay for
+   * Status, logs and RemoveContainer, whose removeFiles is then a plain delete. Called by the exit's
+   * one owner (exit-recorder.ts, settle.ts). Best effort and idempotent (a second call costs a stat
+   * and a mount table read): what fails here is left to RemoveContainer, which undoes everything
+   * the record says may exist.
    */
   async afterExit(container: Container, logger: Logger): Promise<void> {
     const { id } = container;

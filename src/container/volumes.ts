@@ -110,7 +110,8 @@ async function idmapFailure(i: number, m: ResolvedMount, err: unknown): Promise<
   if (err.code === 'EINVAL') {
     const fsType = mountContaining(await readMountInfo(), m.hostPath)?.fsType ?? 'unknown';
     const tmpfs = fsType === 'tmpfs' ? ' (tmpfs does from Linux 6.3 on)' : '';
-    meaning = `: its filesystem (${fsType}), or one mounted below it, does not support idmapped mounts${tmpfs}`;
+    const which = `its filesystem (${fsType}), or one mounted below it,`;
+    meaning = `: ${which} does not support idmapped mounts${tmpfs}`;
   } else if (err.code === 'EPERM') {
     meaning = ': the kernel does not allow this mount to be idmapped';
   }
