@@ -66,6 +66,7 @@ function kubeletMounts(id: string): ContainerMount[] {
     recursiveReadOnly: false,
     propagation: 'PRIVATE',
     selinuxRelabel: false,
+    idmap: null,
   }));
 }
 

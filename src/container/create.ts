@@ -3,7 +3,7 @@ import { mkdir, realpath, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from '../errors.js';
 import { containerChange } from '../events/lifecycle.js';
-import { containerDir, prepareRootfs } from '../imagestore/rootfs.js';
+import { containerDir, prepareRootfs, volumesDir } from '../imagestore/rootfs.js';
 import { newContainer, type ContainerSpec } from '../model/container.js';
 import type { Sandbox } from '../model/sandbox.js';
 import { pauseIfAsked } from '../operation/pause.js';
@@ -109,6 +109,9 @@ export class ContainerCreation {
           cgroups: this.deps.cgroups,
           host: this.deps.host,
           cdi: this.deps.cdi,
+          // Inside the container's dir: the rootfs undo unmounts what is staged there.
+          volumesDir: volumesDir(id, config.rootDir),
+          timeoutMs: config.runtimeTimeoutMs,
         });
         // The bundle dir meanwhile; both settle before a failure reaches the rootfs undo.
         await allSettledOrThrow([preparing, mkdir(bundleDir, { recursive: true, mode: PRIVATE_DIR })]);

@@ -1,8 +1,7 @@
 /**
  * Everything CreateContainer must learn from the host before the OCI spec can be written: the
- * user from the image's files, mount sources, devices (CDI's too), the seccomp profile, whether a Localhost
- * AppArmor profile is loaded, the pod's files
- * (src/sandbox/files.ts writes them). The spec itself is built by the pure src/oci/container.ts.
+ * user from the image's files, mount sources (idmapped volumes staged, src/container/volumes.ts),
+ * devices (CDI's too), the seccomp profile, whether a Localhost AppArmor profile is loaded, the pod's files * (src/sandbox/files.ts writes them). The spec itself is built by the pure src/oci/container.ts.
  */
 import { access } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -29,7 +28,9 @@ import { makeDirInRoot } from '../oci/rootfs-files.js';
 import { resolveUser, type ResolvedUser } from '../oci/user.js';
 import { isRunning } from '../process/index.js';
 import { ensureHostsFile, HOSTNAME_FILE, RESOLV_CONF, SHM_DIR } from '../sandbox/files.js';
-import { podNamespacePaths } from '../sandbox/namespaces.js';
+import { namespacePins, podNamespacePaths } from '../sandbox/namespaces.js';
+import type { PodUserNamespace } from '../oci/userns.js';
+import { stageIdmappedMounts } from './volumes.js';
 
 export interface PrepareInput {
   containerId: string;
@@ -45,6 +46,10 @@ export interface PrepareInput {
   cgroups: CgroupManager;
   host: Pick<HostFeatures, 'appArmor'>;
   cdi: CdiRegistry;
+  /** Where the container's idmapped volumes are staged (imagestore/rootfs.ts volumesDir). */
+  volumesDir: string;
+  /** Bounds the making of a user namespace for a volume's mapping. */
+  timeoutMs: number;
 }
 
 export interface PreparedSpec {
@@ -74,6 +79,11 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     podShm(sandbox),
     input.cdi.resolve(spec.cdiDevices.map((name) => ({ name, field: 'config.CDI_devices' }))),
   ]);
+  const staged = await stageIdmappedMounts(
+    mounts.mounts,
+    spec.mounts.map((m) => m.idmap),
+    { dir: input.volumesDir, podUserns: podUserNamespace(sandbox), timeoutMs: input.timeoutMs },
+  );
   const capabilities = containerCapabilities(spec.security, await allCapabilities());
   const built = buildContainerSpec({
     containerId: input.containerId,
@@ -100,9 +110,16 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     apparmorProfile: await appArmorFor(spec.security.apparmor, input.host.appArmor),
     devices: devices.devices,
     deviceRules: devices.rules,
-    mounts: mounts.mounts,
+    mounts: staged,
   });
   return { spec: await applyCdiEdits(built, cdi), user, notes: mounts.notes };
+}
+
+/** The pod's pinned user namespace and its mappings; null for a pod in the host's. */
+function podUserNamespace(sandbox: Sandbox): PodUserNamespace | null {
+  const path = namespacePins(sandbox).user;
+  const mappings = sandbox.spec.userNamespace;
+  return path === null || mappings === null ? null : { path, ...mappings };
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { CgroupManager } from '../cgroups/index.js';
 import type { BerthConfig } from '../config/types.js';
 import { errorMessage } from '../errors.js';
-import { removeRootfs, unmountRootfs } from '../imagestore/rootfs.js';
+import { removeRootfs, unmountRootfs, unmountVolumes } from '../imagestore/rootfs.js';
 import type { Logger } from '../log.js';
 import type { Container } from '../model/container.js';
 import { pauseIfAsked } from '../operation/pause.js';
@@ -51,7 +51,8 @@ type Undo = (id: string) => Promise<void>;
 export class ContainerTeardown {
   private readonly undos: Readonly<Record<CreateStep, Undo | null>> = {
     rootfs: (id) => this.removeFiles(id),
-    // The bundle is inside the container's dir, which the rootfs undo removes.
+    // The bundle and the staged volumes are inside the container's dir, which the rootfs undo
+    // unmounts and removes.
     spec: null,
     monitor: (id) => this.discardProcess(id),
   };
@@ -94,16 +95,18 @@ export class ContainerTeardown {
   /**
    * What a container that exited no longer needs, let go at once as containerd deletes its task on
    * exit: runc's record (only its cgroup is left) and, once runc has made sure nothing runs in it,
-   * the rootfs mount. The dir, bundle and monitor files stay for Status, logs and RemoveContainer,
-   * whose removeFiles is then a plain delete. Called by the exit's one owner (exit-recorder.ts,
-   * settle.ts). Best effort and idempotent (a second call costs a stat and a mount table read):
-   * what fails here is left to RemoveContainer, which undoes everything the record says may exist.
+   * the rootfs mount and its staged idmapped volumes. The dir, bundle and monitor files stay for
+   * Status, logs and RemoveContainer, whose removeFiles is then a plain delete. Called by the exit's
+   * one owner (exit-recorder.ts, settle.ts). Best effort and idempotent (a second call costs a stat
+   * and a mount table read): what fails here is left to RemoveContainer, which undoes everything
+   * the record says may exist.
    */
   async afterExit(container: Container, logger: Logger): Promise<void> {
     const { id } = container;
     try {
       await runtimeOf(this.deps, container).delete(id);
       await unmountRootfs(id, this.deps.config.rootDir);
+      await unmountVolumes(id, this.deps.config.rootDir);
     } catch (err) {
       logger.warn({ container: id, err: errorMessage(err) }, 'releasing an exited container failed');
     }

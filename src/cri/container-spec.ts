@@ -7,6 +7,7 @@ import { MAX_ENV_BYTES, MAX_ENV_ENTRIES } from '../oci/environment.js';
 import { recursiveReadOnlyProblem, type MountPropagation } from '../oci/mounts.js';
 import type { Received } from './messages.js';
 import { toSecurity } from './container-security.js';
+import { toMountIdmap } from './userns.js';
 import { boundedList, boundedMap, requireId, requireSafeName, requireString } from './validate.js';
 import {
   absolutePath,
@@ -97,12 +98,14 @@ function toMount(field: string, m: Received<'Mount'>): ContainerMount {
   if (m.image?.image) {
     throw new InvalidArgumentError(`${field}.image`, 'image volumes are not supported by berth');
   }
-  if (m.uidMappings.length > 0 || m.gidMappings.length > 0) {
-    throw new InvalidArgumentError(`${field}.uidMappings`, 'id-mapped mounts are not supported by berth');
-  }
   const propagation = PROPAGATIONS[m.propagation || 'PROPAGATION_PRIVATE'];
   if (!propagation) {
     throw new InvalidArgumentError(`${field}.propagation`, `unknown mount propagation "${m.propagation}"`);
+  }
+  const idmap = toMountIdmap(field, m.uidMappings, m.gidMappings);
+  if (idmap !== null && propagation !== 'PRIVATE') {
+    // A mount propagated in later would come through as it is on disk, not idmapped.
+    throw new InvalidArgumentError(`${field}.propagation`, 'an idmapped mount requires PROPAGATION_PRIVATE');
   }
   const rro = { readonly: m.readonly, recursiveReadOnly: m.recursive_read_only, propagation };
   const rroProblem = recursiveReadOnlyProblem(rro);
@@ -114,6 +117,7 @@ function toMount(field: string, m: Received<'Mount'>): ContainerMount {
     recursiveReadOnly: m.recursive_read_only,
     selinuxRelabel: m.selinux_relabel,
     propagation,
+    idmap,
   };
 }
 

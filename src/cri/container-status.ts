@@ -1,6 +1,7 @@
 /** ListContainers, ContainerStatus and ListContainerStats: their filters in, containers out. */
 import type { ContainerFilter, ContainerStateName, ContainerView } from '../container/types.js';
 import type { ContainerResources } from '../model/container.js';
+import type { IdMapping } from '../oci/userns.js';
 import type { Received, Sent } from './messages.js';
 import { oneOf, selectorFilter } from './validate.js';
 
@@ -79,6 +80,8 @@ export function toWireContainerStatus(view: ContainerView) {
       selinux_relabel: m.selinuxRelabel,
       propagation: `PROPAGATION_${m.propagation}`,
       recursive_read_only: m.recursiveReadOnly,
+      uidMappings: (m.idmap?.uids ?? []).map(wireMapping),
+      gidMappings: (m.idmap?.gids ?? []).map(wireMapping),
     })),
     log_path: view.logPath,
     resources: { linux: toWireResources(view.resources) },
@@ -106,4 +109,8 @@ export function toWireResources(r: ContainerResources) {
     unified: r.unified,
     memory_swap_limit_in_bytes: String(r.memorySwapLimitBytes),
   } satisfies Sent<'LinuxContainerResources'>;
+}
+
+function wireMapping(m: IdMapping): { container_id: number; host_id: number; length: number } {
+  return { container_id: m.containerId, host_id: m.hostId, length: m.length };
 }

@@ -8,6 +8,9 @@
  *   m/<n>    instead of l/, for a container of its pod's user namespace: each layer bound there
  *            idmapped with the namespace, so its files show their image owners inside, no layer
  *            copied or chowned; upper/ and work/ then belong to the namespace's root
+ *   v/<n>    the container's n-th CRI mount bound idmapped, where kubelet asked for a mapping
+ *            (src/container/volumes.ts); runc binds it from here. Also transient user namespace
+ *            pins while those binds are made
  *   rootfs/  the mount point
  *
  * Why l/: mount(2) takes its options in one page (4096 bytes). Absolute layer paths are ~90
@@ -172,26 +175,41 @@ export async function prepareRootfs(
 export async function removeRootfs(containerId: string, rootDir: string): Promise<void> {
   const dir = containerDir(containerId, rootDir);
   await unmountRootfs(containerId, rootDir);
-  await unmountIdmappedLayers(containerId, dir);
-  // Never reached with the overlay or a layer still mounted: rm would then walk the merged view,
-  // or delete an image layer's files.
+  await unmountEachIn(containerId, join(dir, IDMAPPED_DIR));
+  await unmountVolumes(containerId, rootDir);
+  // Never reached with the overlay, a layer or a volume still mounted: rm would then walk the
+  // merged view, or delete an image layer's files or a volume's.
   await rm(dir, { recursive: true, force: true });
 }
 
 /** Where a user-namespaced container's layers are bound, idmapped. */
 const IDMAPPED_DIR = 'm';
+/** Where a container's idmapped volumes are staged for runc. */
+const VOLUMES_DIR = 'v';
 
-async function unmountIdmappedLayers(containerId: string, dir: string): Promise<void> {
+export function volumesDir(containerId: string, rootDir: string): string {
+  return join(containerDir(containerId, rootDir), VOLUMES_DIR);
+}
+
+/**
+ * Unmounts the container's staged volumes (and any transient user namespace pin): an exited
+ * container needs them no more, and they hold kubelet's volumes (a secret's tmpfs) alive. Idempotent.
+ */
+export function unmountVolumes(containerId: string, rootDir: string): Promise<void> {
+  return unmountEachIn(containerId, volumesDir(containerId, rootDir));
+}
+
+async function unmountEachIn(containerId: string, dir: string): Promise<void> {
   let names: string[];
   try {
-    names = await readdir(join(dir, IDMAPPED_DIR));
+    names = await readdir(dir);
   } catch (err) {
-    // Any other failure must stop the removal: rm would delete a layer still bound below.
+    // Any other failure must stop the removal: rm would delete what is still bound below.
     if (isErrno(err, 'ENOENT')) return;
     throw new RootfsError(containerId, 'unmount', err);
   }
   try {
-    await allSettledOrThrow(names.map((name) => unmountAll(join(dir, IDMAPPED_DIR, name), MAX_UNMOUNTS)));
+    await allSettledOrThrow(names.map((name) => unmountAll(join(dir, name), MAX_UNMOUNTS)));
   } catch (err) {
     throw new RootfsError(containerId, 'unmount', err);
   }

@@ -11,6 +11,7 @@ import type {
 } from '../oci/container-input.js';
 import type { BindMount } from '../oci/mounts.js';
 import type { ResolvedUser, UserRequest } from '../oci/user.js';
+import type { IdMappings } from '../oci/userns.js';
 import { INITIAL_CONTAINER_STATE, type ContainerState } from './container-lifecycle.js';
 import type { NamespaceOptions } from './sandbox.js';
 
@@ -21,6 +22,11 @@ export interface ContainerMetadata {
 
 export interface ContainerMount extends BindMount {
   selinuxRelabel: boolean;
+  /**
+   * kubelet's uidMappings and gidMappings: the mount is bound idmapped with them before runc sees
+   * it (src/container/volumes.ts). Null for a plain bind.
+   */
+  idmap: IdMappings | null;
 }
 
 export interface DeviceMapping {

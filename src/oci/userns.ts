@@ -14,6 +14,12 @@ export interface IdMapping {
   length: number;
 }
 
+/** A user namespace's mappings, or an idmapped mount's: one list per kind of id. */
+export interface IdMappings {
+  uids: readonly IdMapping[];
+  gids: readonly IdMapping[];
+}
+
 export interface PodUserNamespace {
   /** The pinned namespace (see netns/userns.ts). */
   path: string;

@@ -59,11 +59,24 @@ export const SANDBOX_SPEC: SpecCodec = {
 
 /**
  * Shape 1 (src/model/container.ts ContainerSpec): as berth stored it up to schema version 4. Shape 2
- * adds `cdiDevices`: no container before it asked for any.
+ * adds `cdiDevices`: no container before it asked for any. Shape 3 adds `idmap` to each mount: every
+ * mount before it was a plain bind.
  */
 export const CONTAINER_SPEC: SpecCodec = {
-  upgrades: [(older) => ({ ...older, cdiDevices: [] })],
-  looksRight: (spec) => hasMetadata(spec) && 'cdiDevices' in spec,
+  upgrades: [
+    (older) => ({ ...older, cdiDevices: [] }),
+    (older) => ({
+      ...older,
+      mounts: Array.isArray(older.mounts)
+        ? older.mounts.map((m: unknown) => (isObject(m) ? { ...m, idmap: null } : m))
+        : older.mounts,
+    }),
+  ],
+  looksRight: (spec) =>
+    hasMetadata(spec) &&
+    'cdiDevices' in spec &&
+    Array.isArray(spec.mounts) &&
+    spec.mounts.every((m: unknown) => isObject(m) && 'idmap' in m),
 };
 
 /**

@@ -202,6 +202,7 @@ function mount(containerPath: string, hostPath: string, over: Partial<ContainerM
     recursiveReadOnly: false,
     selinuxRelabel: false,
     propagation: 'PRIVATE',
+    idmap: null,
     ...over,
   };
 }

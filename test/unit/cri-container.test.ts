@@ -208,6 +208,10 @@ function view(over: Partial<ContainerView> = {}): ContainerView {
         recursiveReadOnly: true,
         selinuxRelabel: false,
         propagation: 'PRIVATE',
+        idmap: {
+          uids: [{ containerId: 0, hostId: 100000, length: 65536 }],
+          gids: [{ containerId: 0, hostId: 200000, length: 65536 }],
+        },
       },
       {
         containerPath: '/shared',
@@ -216,6 +220,7 @@ function view(over: Partial<ContainerView> = {}): ContainerView {
         recursiveReadOnly: false,
         selinuxRelabel: true,
         propagation: 'BIDIRECTIONAL',
+        idmap: null,
       },
       {
         containerPath: '/in',
@@ -224,6 +229,7 @@ function view(over: Partial<ContainerView> = {}): ContainerView {
         recursiveReadOnly: false,
         selinuxRelabel: false,
         propagation: 'HOST_TO_CONTAINER',
+        idmap: null,
       },
     ],
     logPath: '/var/log/pods/ns_pod_uid/app/2.log',
@@ -279,6 +285,7 @@ test('a full config maps to the expected ContainerSpec', () => {
         recursiveReadOnly: false,
         selinuxRelabel: false,
         propagation: 'PRIVATE',
+        idmap: null,
       },
       {
         containerPath: '/ro',
@@ -287,6 +294,7 @@ test('a full config maps to the expected ContainerSpec', () => {
         recursiveReadOnly: true,
         selinuxRelabel: false,
         propagation: 'PRIVATE',
+        idmap: null,
       },
       {
         containerPath: '/shared',
@@ -295,6 +303,7 @@ test('a full config maps to the expected ContainerSpec', () => {
         recursiveReadOnly: false,
         selinuxRelabel: false,
         propagation: 'BIDIRECTIONAL',
+        idmap: null,
       },
     ],
     devices: [{ containerPath: '/dev/fuse', hostPath: '/dev/fuse', permissions: 'rwm' }],
@@ -835,6 +844,8 @@ test('ContainerStatus: every field, enum names and int64 strings', () => {
         selinux_relabel: false,
         propagation: 'PROPAGATION_PRIVATE',
         recursive_read_only: true,
+        uidMappings: [{ container_id: 0, host_id: 100000, length: 65536 }],
+        gidMappings: [{ container_id: 0, host_id: 200000, length: 65536 }],
       },
       {
         container_path: '/shared',
@@ -843,6 +854,8 @@ test('ContainerStatus: every field, enum names and int64 strings', () => {
         selinux_relabel: true,
         propagation: 'PROPAGATION_BIDIRECTIONAL',
         recursive_read_only: false,
+        uidMappings: [],
+        gidMappings: [],
       },
       {
         container_path: '/in',
@@ -851,6 +864,8 @@ test('ContainerStatus: every field, enum names and int64 strings', () => {
         selinux_relabel: false,
         propagation: 'PROPAGATION_HOST_TO_CONTAINER',
         recursive_read_only: false,
+        uidMappings: [],
+        gidMappings: [],
       },
     ],
     log_path: '/var/log/pods/ns_pod_uid/app/2.log',

@@ -62,6 +62,7 @@ function mount(containerPath: string, over: Partial<ContainerMount> = {}): Conta
     recursiveReadOnly: false,
     selinuxRelabel: false,
     propagation: 'PRIVATE',
+    idmap: null,
     ...over,
   };
 }

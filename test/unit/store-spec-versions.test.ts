@@ -80,7 +80,7 @@ describe('records written light', () => {
     store.sandboxes.insert(sandbox());
     store.containers.insert(container());
     const written = [specColumns('sandboxes'), specColumns('containers')];
-    // Shape 2 of sandbox specs added userNamespace.
+    // Shape 2 of sandbox specs added userNamespace; container specs are at their newest shape too.
     assert.deepEqual(written[0], [{ config_json: JSON.stringify(sandbox().spec), spec_version: 2 }]);
     assert.deepEqual(written[1], [
       { config_json: JSON.stringify(container().spec), spec_version: currentVersion(CONTAINER_SPEC) },
