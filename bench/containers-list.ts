@@ -67,6 +67,7 @@ function kubeletMounts(id: string): ContainerMount[] {
     propagation: 'PRIVATE',
     selinuxRelabel: false,
     idmap: null,
+    image: null,
   }));
 }
 

@@ -12,6 +12,7 @@ import { allSettledOrThrow } from '../kit/settle.js';
 import { requireReady } from '../sandbox/lookup.js';
 import { nowNanos } from '../time.js';
 import type { ContainerServiceDeps } from './context.js';
+import { findImageVolumes, mountImageVolumes, withImageVolumeSources } from './image-volumes.js';
 import { findContainer } from './lookup.js';
 import { prepareSpec, type PrepareInput } from './prepare.js';
 import { CREATE_STEPS, type ContainerTeardown, type CreateStep } from './teardown.js';
@@ -33,7 +34,7 @@ export class ContainerCreation {
    * Call inside the pod's gate, with the pod as read when the gate was entered: a Stop or Remove
    * of the pod that closed it before is finished, and none can start until this one is done.
    */
-  async inPod(sandbox: Sandbox, spec: ContainerSpec): Promise<string> {
+  async inPod(sandbox: Sandbox, requested: ContainerSpec): Promise<string> {
     const { config, store, images } = this.deps;
     requireReady(sandbox);
     if (sandbox.spec.userNamespace !== null) {
@@ -42,8 +43,9 @@ export class ContainerCreation {
         `pod sandbox ${sandbox.id} has a user namespace of its own, and berth cannot run containers in one yet`,
       );
     }
-    const resolved = images.resolve(spec.image);
-    if (!resolved) throw new NotFoundError('image', spec.image);
+    const resolved = images.resolve(requested.image);
+    if (!resolved) throw new NotFoundError('image', requested.image);
+    const { spec, volumes } = findImageVolumes(requested, images, sandbox);
     const image = resolved.record;
     const imageConfig = image.config;
     const pod = sandbox.spec;
@@ -93,13 +95,15 @@ export class ContainerCreation {
     const runtime = this.deps.runtimes.of(sandbox);
     runtime.prepareForCreate();
     try {
-      const rootfs = await step('rootfs', () =>
-        prepareRootfs(id, imageConfig.rootfs.diff_ids, config.rootDir),
-      );
+      // The image volumes are mounted in the container's dir: the rootfs undo unmounts them too.
+      const [rootfs, volumeSources] = await step('rootfs', async () => {
+        const path = await prepareRootfs(id, imageConfig.rootfs.diff_ids, config.rootDir);
+        return [path, await mountImageVolumes(id, config.rootDir, volumes)] as const;
+      });
       await step('spec', async () => {
         const preparing = prepareSpec({
           containerId: id,
-          spec,
+          spec: withImageVolumeSources(spec, volumeSources),
           sandbox,
           image: { name: spec.image, config: imageConfig.config ?? {} },
           rootfsPath: rootfs,

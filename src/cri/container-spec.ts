@@ -1,7 +1,13 @@
 /** What a client asks a container to be and to run, from the wire to the domain, validated. */
 import { parseQualifiedName } from '../cdi/names.js';
 import { InvalidArgumentError } from '../errors.js';
-import type { ContainerMount, ContainerResources, ContainerSpec, DeviceMapping } from '../model/container.js';
+import type {
+  ContainerMount,
+  ContainerResources,
+  ContainerSpec,
+  DeviceMapping,
+  ImageVolumeSource,
+} from '../model/container.js';
 import type { KeyValue } from '../oci/container-input.js';
 import { MAX_ENV_BYTES, MAX_ENV_ENTRIES } from '../oci/environment.js';
 import { recursiveReadOnlyProblem, type MountPropagation } from '../oci/mounts.js';
@@ -16,6 +22,7 @@ import {
   devicePermissions,
   hugepageSize,
   imageReference,
+  imageSubPath,
   int64InRange,
   noNul,
   relativeLogPath,
@@ -95,9 +102,6 @@ const PROPAGATIONS: Record<string, MountPropagation> = {
 };
 
 function toMount(field: string, m: Received<'Mount'>): ContainerMount {
-  if (m.image?.image) {
-    throw new InvalidArgumentError(`${field}.image`, 'image volumes are not supported by berth');
-  }
   const propagation = PROPAGATIONS[m.propagation || 'PROPAGATION_PRIVATE'];
   if (!propagation) {
     throw new InvalidArgumentError(`${field}.propagation`, `unknown mount propagation "${m.propagation}"`);
@@ -110,14 +114,36 @@ function toMount(field: string, m: Received<'Mount'>): ContainerMount {
   const rro = { readonly: m.readonly, recursiveReadOnly: m.recursive_read_only, propagation };
   const rroProblem = recursiveReadOnlyProblem(rro);
   if (rroProblem !== null) throw new InvalidArgumentError(`${field}.recursive_read_only`, rroProblem);
+  const image = m.image?.image ? toImageVolume(field, m) : null;
   return {
     containerPath: absolutePath(`${field}.container_path`, m.container_path, true),
-    hostPath: absolutePath(`${field}.host_path`, m.host_path, false),
+    hostPath: image ? '' : absolutePath(`${field}.host_path`, m.host_path, false),
     readonly: m.readonly,
     recursiveReadOnly: m.recursive_read_only,
     selinuxRelabel: m.selinux_relabel,
     propagation,
     idmap,
+    image,
+  };
+}
+
+/** An image volume (KEP-4639): read-only, private, of an image kubelet pulled, with no host path. */
+function toImageVolume(field: string, m: Received<'Mount'>): ImageVolumeSource {
+  if (m.host_path) {
+    throw new InvalidArgumentError(
+      `${field}.host_path`,
+      'an image volume takes its files from the image: no host path',
+    );
+  }
+  if (!m.readonly)
+    throw new InvalidArgumentError(`${field}.readonly`, 'an image volume is read-only: must be true');
+  if ((m.propagation || 'PROPAGATION_PRIVATE') !== 'PROPAGATION_PRIVATE') {
+    throw new InvalidArgumentError(`${field}.propagation`, 'an image volume has no host mounts to propagate');
+  }
+  return {
+    reference: imageReference(`${field}.image.image`, m.image?.image ?? ''),
+    id: '',
+    subPath: imageSubPath(`${field}.image_sub_path`, m.image_sub_path),
   };
 }
 

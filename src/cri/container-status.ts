@@ -82,6 +82,9 @@ export function toWireContainerStatus(view: ContainerView) {
       recursive_read_only: m.recursiveReadOnly,
       uidMappings: (m.idmap?.uids ?? []).map(wireMapping),
       gidMappings: (m.idmap?.gids ?? []).map(wireMapping),
+      // kubelet finds its image volumes in the status by the image they name.
+      image: m.image ? { image: m.image.reference } : null,
+      image_sub_path: m.image?.subPath ?? '',
     })),
     log_path: view.logPath,
     resources: { linux: toWireResources(view.resources) },

@@ -57,15 +57,7 @@ export function absolutePath(field: string, value: string, allowDotDot: boolean)
  */
 export function relativeLogPath(field: string, value: string): string {
   if (!value) return '';
-  if (
-    Buffer.byteLength(value) >= PATH_MAX ||
-    value.split('/').some((part) => Buffer.byteLength(part) > NAME_MAX)
-  ) {
-    throw new InvalidArgumentError(
-      field,
-      `is longer than a path may be (${PATH_MAX} bytes, ${NAME_MAX} per name)`,
-    );
-  }
+  checkPathLength(field, value);
   const last = value.split('/').at(-1);
   if (value.startsWith('/') || value.split('/').includes('..') || hasControlChar(value)) {
     throw new InvalidArgumentError(
@@ -75,6 +67,31 @@ export function relativeLogPath(field: string, value: string): string {
   }
   if (last === '' || last === '.') throw new InvalidArgumentError(field, `"${value}" does not name a file`);
   return value;
+}
+
+/** An image volume's sub path: relative, within the image, '' for all of it. */
+export function imageSubPath(field: string, value: string): string {
+  if (!value) return '';
+  checkPathLength(field, value);
+  if (value.startsWith('/') || value.split('/').includes('..') || hasControlChar(value)) {
+    throw new InvalidArgumentError(
+      field,
+      `"${value}" must be a path in the image, relative, without ".." or control characters`,
+    );
+  }
+  return value;
+}
+
+function checkPathLength(field: string, value: string): void {
+  if (
+    Buffer.byteLength(value) >= PATH_MAX ||
+    value.split('/').some((part) => Buffer.byteLength(part) > NAME_MAX)
+  ) {
+    throw new InvalidArgumentError(
+      field,
+      `is longer than a path may be (${PATH_MAX} bytes, ${NAME_MAX} per name)`,
+    );
+  }
 }
 
 /** Linux builds for at most 8192 CPUs (NR_CPUS) and as many memory nodes; larger numbers are ERANGE. */

@@ -13,47 +13,25 @@
  *            pins while those binds are made
  *   rootfs/  the mount point
  *
- * Why l/: mount(2) takes its options in one page (4096 bytes). Absolute layer paths are ~90
- * bytes each, so an image with ~40 layers would not fit; Docker's overlay2 hit the same limit.
- * berth mounts in-process with absolute paths when they fit (an exec costs milliseconds), and
- * otherwise runs mount(8) with cwd = the container dir, naming each lower by its 3–4 byte relative
- * link, which the kernel resolves against the mounting process's cwd. That fits overlayfs's own
- * maximum of 500 lowers in the page.
+ * Why l/: the overlay's options must fit one page, and the short relative links let them when the
+ * layers' absolute paths do not (overlay.ts).
  */
 import { chown, mkdir, readdir, rm, stat, symlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 
 import { AlreadyExistsError, InvalidArgumentError, NotFoundError } from '../errors.js';
-import { run } from '../exec.js';
 import { allSettledOrThrow } from '../kit/settle.js';
 import { canonicalPath, readMountInfo, topMount } from '../mounts/mountinfo.js';
 import { idmappedBind } from '../mounts/idmap.js';
-import { mountSyscall, unmountAll } from '../mounts/syscalls.js';
+import { unmountAll } from '../mounts/syscalls.js';
+import { mountOverlay } from './overlay.js';
 import { RootfsError } from './errors.js';
 import { isErrno } from './fsutil.js';
 import { LayerStore } from './layers.js';
 import { PRIVATE_DIR } from '../file-modes.js';
 
-/** Mounting and unmounting are local syscalls; they only take long when the host is in trouble. */
-const MOUNT_TIMEOUT_MS = 30_000;
-/** The kernel copies mount data into one page and rejects anything longer. */
-const MOUNT_DATA_MAX = 4095;
 /** A rootfs stacked more than this many times is not ours to keep unmounting. */
 const MAX_UNMOUNTS = 8;
-
-let indexOption: Promise<boolean> | null = null;
-
-/**
- * Whether overlayfs takes `index=`: kept once true. Until the overlay module is loaded (the first
- * overlay mount loads it) its parameters are not there, so a false is asked again next time.
- */
-function overlayHasIndexOption(): Promise<boolean> {
-  indexOption ??= exists('/sys/module/overlay/parameters/index').then((found) => {
-    if (!found) indexOption = null;
-    return found;
-  });
-  return indexOption;
-}
 
 export function containerDir(containerId: string, rootDir: string): string {
   checkContainerId(containerId);
@@ -134,30 +112,7 @@ export async function prepareRootfs(
         ? mkdir(join(dir, 'empty'), { mode: 0o755 })
         : mkdir(join(dir, linkDir), { mode: 0o700 }).then(() => allSettledOrThrow(links.map(lower))),
     ]);
-    // As containerd and Docker do: with index=on (some distros' default) a lower reused under
-    // other uppers, or a layer dir that moved, can fail to mount with "failed to verify origin".
-    const indexOff = await overlayHasIndexOption();
-    const data = (at: (path: string) => string): string =>
-      [`lowerdir=${lowerdir.map(at).join(':')}`, `upperdir=${at('upper')}`, `workdir=${at('work')}`]
-        .concat(indexOff ? ['index=off'] : [])
-        .join(',');
-    const absolute = data((path) => join(dir, path));
-    // overlayfs splits its options on these; relative names from the container dir avoid them.
-    if (absolute.length <= MOUNT_DATA_MAX && !/[,:\\]/.test(dir)) {
-      await mountSyscall({ source: 'overlay', target, fstype: 'overlay', flags: 0, data: absolute });
-    } else {
-      const relative = data((path) => path);
-      if (relative.length > MOUNT_DATA_MAX) {
-        throw new InvalidArgumentError(
-          'layers',
-          `${layerDiffIds.length} layers exceed the mount options limit`,
-        );
-      }
-      await run('mount', ['-t', 'overlay', 'overlay', '-o', relative, target], {
-        cwd: dir,
-        timeoutMs: MOUNT_TIMEOUT_MS,
-      });
-    }
+    await mountOverlay(dir, target, { lowers: lowerdir, upper: { upperdir: 'upper', workdir: 'work' } });
     return target;
   } catch (err) {
     // CreateContainer's rootfs undo, registered before this call, removes again what stays; the
@@ -177,6 +132,7 @@ export async function removeRootfs(containerId: string, rootDir: string): Promis
   await unmountRootfs(containerId, rootDir);
   await unmountEachIn(containerId, join(dir, IDMAPPED_DIR));
   await unmountVolumes(containerId, rootDir);
+  await unmountEachIn(containerId, join(dir, IMAGE_VOLUMES_DIR));
   // Never reached with the overlay, a layer or a volume still mounted: rm would then walk the
   // merged view, or delete an image layer's files or a volume's.
   await rm(dir, { recursive: true, force: true });
@@ -184,6 +140,8 @@ export async function removeRootfs(containerId: string, rootDir: string): Promis
 
 /** Where a user-namespaced container's layers are bound, idmapped. */
 const IDMAPPED_DIR = 'm';
+/** Where a container's image volumes of several layers are mounted (image-volume.ts). */
+export const IMAGE_VOLUMES_DIR = 'iv';
 /** Where a container's idmapped volumes are staged for runc. */
 const VOLUMES_DIR = 'v';
 
@@ -248,13 +206,6 @@ async function isDir(path: string): Promise<boolean> {
     if (isErrno(err, 'ENOENT', 'ENOTDIR')) return false;
     throw err;
   }
-}
-
-async function exists(path: string): Promise<boolean> {
-  return stat(path).then(
-    () => true,
-    () => false,
-  );
 }
 
 /** Container ids with a rootfs dir, for reconciling with the containers the daemon knows. */

@@ -27,6 +27,17 @@ export interface ContainerMount extends BindMount {
    * it (src/container/volumes.ts). Null for a plain bind.
    */
   idmap: IdMappings | null;
+  /** An image volume: the image's layers, read-only, in place of a host path (which is then ''). */
+  image: ImageVolumeSource | null;
+}
+
+export interface ImageVolumeSource {
+  /** As the request named it: kubelet sends the image_ref its pull returned. */
+  reference: string;
+  /** The image it named when the container was created; '' until CreateContainer resolves it. */
+  id: string;
+  /** Relative to the image's root; '' for all of it. */
+  subPath: string;
 }
 
 export interface DeviceMapping {

@@ -65,7 +65,7 @@ export interface ContainerProcess {
 export class ContainerRepo {
   private readonly table: Table<ContainerRecord, Container>;
   private readonly bySandbox: (sandboxId: string) => Container[];
-  private readonly idsByImage: Database.Statement<[string], { id: string }>;
+  private readonly idsByImage: Database.Statement<[string, string], { id: string }>;
   private readonly changes: Record<ContainerTransition, Change<ContainerRecord, Container>>;
   /** markCreated that also records the processes, when nothing was done between the two. */
   private readonly markCreatedWithProcess: Change<ContainerRecord, Container>;
@@ -76,8 +76,11 @@ export class ContainerRepo {
     this.table = new Table(db, CONTAINER_TABLE, containerMapping, { keepValues: true });
     this.bySandbox = this.table.where('sandbox_id = ?');
     // Not through the table: only the ids are wanted, and no spec need be parsed for them.
-    this.idsByImage = db.prepare<[string], { id: string }>(
-      `SELECT id FROM containers WHERE image_id = ? ${creationOrder()}`,
+    this.idsByImage = db.prepare<[string, string], { id: string }>(
+      // A container uses an image as its rootfs, or as an image volume its spec names by id.
+      `SELECT id FROM containers WHERE image_id = ? OR EXISTS (
+         SELECT 1 FROM json_each(config_json, '$.mounts') WHERE json_extract(value, '$.image.id') = ?
+       ) ${creationOrder()}`,
     );
     const change = (transition: ContainerTransition, writes = WRITES[transition]) => {
       const rule = CONTAINER_TRANSITIONS[transition];
@@ -132,9 +135,9 @@ export class ContainerRepo {
     return this.table.delete(id);
   }
 
-  /** Ids of the containers made from image `imageId`, oldest first; empty when it is unused. */
+  /** Ids of the containers made from image `imageId` or mounting it, oldest first; empty when unused. */
   imageInUse(imageId: string): string[] {
-    return this.idsByImage.all(imageId).map((record) => record.id);
+    return this.idsByImage.all(imageId, imageId).map((record) => record.id);
   }
 
   /** Journaling the step the row already names (the insert's, say) commits nothing. */

@@ -60,24 +60,30 @@ export const SANDBOX_SPEC: SpecCodec = {
 /**
  * Shape 1 (src/model/container.ts ContainerSpec): as berth stored it up to schema version 4. Shape 2
  * adds `cdiDevices`: no container before it asked for any. Shape 3 adds `idmap` to each mount: every
- * mount before it was a plain bind.
+ * mount before it was a plain bind. Shape 4 adds `image` to each mount: none was an image volume.
  */
 export const CONTAINER_SPEC: SpecCodec = {
   upgrades: [
     (older) => ({ ...older, cdiDevices: [] }),
-    (older) => ({
-      ...older,
-      mounts: Array.isArray(older.mounts)
-        ? older.mounts.map((m: unknown) => (isObject(m) ? { ...m, idmap: null } : m))
-        : older.mounts,
-    }),
+    eachMountGets('idmap', null),
+    eachMountGets('image', null),
   ],
   looksRight: (spec) =>
     hasMetadata(spec) &&
     'cdiDevices' in spec &&
     Array.isArray(spec.mounts) &&
-    spec.mounts.every((m: unknown) => isObject(m) && 'idmap' in m),
+    spec.mounts.every((m: unknown) => isObject(m) && 'idmap' in m && 'image' in m),
 };
+
+/** An upgrade giving each mount of a container spec `field`, set to `value`. */
+function eachMountGets(field: string, value: unknown): (older: Shape) => Shape {
+  return (older) => ({
+    ...older,
+    mounts: Array.isArray(older.mounts)
+      ? older.mounts.map((m: unknown) => (isObject(m) ? { ...m, [field]: value } : m))
+      : older.mounts,
+  });
+}
 
 /**
  * A container's resources as UpdateContainerResources changed them, stored apart from its spec:

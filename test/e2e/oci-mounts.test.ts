@@ -203,6 +203,7 @@ function mount(containerPath: string, hostPath: string, over: Partial<ContainerM
     selinuxRelabel: false,
     propagation: 'PRIVATE',
     idmap: null,
+    image: null,
     ...over,
   };
 }

@@ -90,6 +90,22 @@ function wireSecurity(
   };
 }
 
+/** An image volume as kubelet sends it: read-only, no host path. */
+function imageMount(over: Partial<WireMount> = {}): WireMount {
+  return wireMount({
+    host_path: '',
+    readonly: true,
+    image: {
+      image: 'sha256:abc',
+      annotations: {},
+      user_specified_image: '',
+      runtime_handler: '',
+      image_ref: '',
+    },
+    ...over,
+  });
+}
+
 function wireMount(over: Partial<WireMount> = {}): WireMount {
   return {
     container_path: '/data',
@@ -212,6 +228,7 @@ function view(over: Partial<ContainerView> = {}): ContainerView {
           uids: [{ containerId: 0, hostId: 100000, length: 65536 }],
           gids: [{ containerId: 0, hostId: 200000, length: 65536 }],
         },
+        image: null,
       },
       {
         containerPath: '/shared',
@@ -221,6 +238,7 @@ function view(over: Partial<ContainerView> = {}): ContainerView {
         selinuxRelabel: true,
         propagation: 'BIDIRECTIONAL',
         idmap: null,
+        image: null,
       },
       {
         containerPath: '/in',
@@ -230,6 +248,7 @@ function view(over: Partial<ContainerView> = {}): ContainerView {
         selinuxRelabel: false,
         propagation: 'HOST_TO_CONTAINER',
         idmap: null,
+        image: null,
       },
     ],
     logPath: '/var/log/pods/ns_pod_uid/app/2.log',
@@ -286,6 +305,7 @@ test('a full config maps to the expected ContainerSpec', () => {
         selinuxRelabel: false,
         propagation: 'PRIVATE',
         idmap: null,
+        image: null,
       },
       {
         containerPath: '/ro',
@@ -295,6 +315,7 @@ test('a full config maps to the expected ContainerSpec', () => {
         selinuxRelabel: false,
         propagation: 'PRIVATE',
         idmap: null,
+        image: null,
       },
       {
         containerPath: '/shared',
@@ -304,6 +325,7 @@ test('a full config maps to the expected ContainerSpec', () => {
         selinuxRelabel: false,
         propagation: 'BIDIRECTIONAL',
         idmap: null,
+        image: null,
       },
     ],
     devices: [{ containerPath: '/dev/fuse', hostPath: '/dev/fuse', permissions: 'rwm' }],
@@ -334,6 +356,15 @@ test('a full config maps to the expected ContainerSpec', () => {
     },
   };
   assert.deepEqual(toContainerSpec(request()), expected);
+});
+
+test('an image volume keeps the image as named and its sub path, with no host path', () => {
+  const spec = toContainerSpec(
+    request(wireConfig({ mounts: [imageMount({ container_path: '/models', image_sub_path: 'data/v1' })] })),
+  );
+  assert.deepEqual(spec.mounts[0]?.image, { reference: 'sha256:abc', id: '', subPath: 'data/v1' });
+  assert.equal(spec.mounts[0]?.hostPath, '');
+  assert.equal(spec.mounts[0]?.readonly, true);
 });
 
 test('CDI devices come from the CRI field, then the cdi.k8s.io/ annotations, each once', () => {
@@ -586,24 +617,19 @@ describe('invalid CreateContainer requests name the field', () => {
         wireConfig({ mounts: [wireMount({ uidMappings: [{ host_id: 1, container_id: 0, length: 1 }] })] }),
       ),
     ],
+    ['config.mounts[0].readonly', request(wireConfig({ mounts: [imageMount({ readonly: false })] }))],
+    ['config.mounts[0].host_path', request(wireConfig({ mounts: [imageMount({ host_path: '/srv/x' })] }))],
     [
-      'config.mounts[0].image',
-      request(
-        wireConfig({
-          mounts: [
-            wireMount({
-              host_path: '',
-              image: {
-                image: 'x',
-                annotations: {},
-                user_specified_image: '',
-                runtime_handler: '',
-                image_ref: '',
-              },
-            }),
-          ],
-        }),
-      ),
+      'config.mounts[0].image_sub_path',
+      request(wireConfig({ mounts: [imageMount({ image_sub_path: 'a/../../etc' })] })),
+    ],
+    [
+      'config.mounts[0].image_sub_path',
+      request(wireConfig({ mounts: [imageMount({ image_sub_path: '/etc' })] })),
+    ],
+    [
+      'config.mounts[0].propagation',
+      request(wireConfig({ mounts: [imageMount({ propagation: 'PROPAGATION_HOST_TO_CONTAINER' })] })),
     ],
     [
       'config.devices[0].permissions',
@@ -846,6 +872,8 @@ test('ContainerStatus: every field, enum names and int64 strings', () => {
         recursive_read_only: true,
         uidMappings: [{ container_id: 0, host_id: 100000, length: 65536 }],
         gidMappings: [{ container_id: 0, host_id: 200000, length: 65536 }],
+        image: null,
+        image_sub_path: '',
       },
       {
         container_path: '/shared',
@@ -856,6 +884,8 @@ test('ContainerStatus: every field, enum names and int64 strings', () => {
         recursive_read_only: false,
         uidMappings: [],
         gidMappings: [],
+        image: null,
+        image_sub_path: '',
       },
       {
         container_path: '/in',
@@ -866,6 +896,8 @@ test('ContainerStatus: every field, enum names and int64 strings', () => {
         recursive_read_only: false,
         uidMappings: [],
         gidMappings: [],
+        image: null,
+        image_sub_path: '',
       },
     ],
     log_path: '/var/log/pods/ns_pod_uid/app/2.log',
@@ -881,7 +913,7 @@ test('status mounts and resources round-trip through the request translation', (
   const spec = toContainerSpec(
     request(
       wireConfig({
-        mounts: wire.mounts.map((m) => wireMount(m)),
+        mounts: wire.mounts.map((m) => wireMount({ ...m, image: null })),
         linux: { resources: wire.resources.linux, security_context: null },
       }),
     ),

@@ -63,6 +63,7 @@ function mount(containerPath: string, over: Partial<ContainerMount> = {}): Conta
     selinuxRelabel: false,
     propagation: 'PRIVATE',
     idmap: null,
+    image: null,
     ...over,
   };
 }
