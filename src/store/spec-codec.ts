@@ -57,8 +57,22 @@ export const SANDBOX_SPEC: SpecCodec = {
   looksRight: (spec) => hasMetadata(spec) && 'userNamespace' in spec,
 };
 
-/** Shape 1 (src/model/container.ts ContainerSpec): as berth stored it up to schema version 4. */
-export const CONTAINER_SPEC: SpecCodec = { upgrades: [], looksRight: hasMetadata };
+/**
+ * Shape 1 (src/model/container.ts ContainerSpec): as berth stored it up to schema version 4. Shape 2
+ * adds `security.supplementalGroupsPolicy`: every container before it merged the image's groups.
+ */
+export const CONTAINER_SPEC: SpecCodec = {
+  upgrades: [
+    (older) => ({
+      ...older,
+      security: isObject(older.security)
+        ? { ...older.security, supplementalGroupsPolicy: 'Merge' }
+        : older.security,
+    }),
+  ],
+  looksRight: (spec) =>
+    hasMetadata(spec) && isObject(spec.security) && 'supplementalGroupsPolicy' in spec.security,
+};
 
 /**
  * A container's resources as UpdateContainerResources changed them, stored apart from its spec:

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TestDaemon } from './daemon.js';
-import { busyboxLayer, pushImage } from './images.js';
+import { busyboxEntries, busyboxLayer, buildLayer, pushImage } from './images.js';
 import type { TestRegistry } from './registry.js';
 import { runProgram } from './streaming.js';
 import { sharedTool, toolSkip } from './tools.js';
@@ -41,6 +41,39 @@ export async function pushCritestBusybox(registry: TestRegistry): Promise<void> 
   await pushImage(registry, DEFAULT_IMAGE.repo, DEFAULT_IMAGE.tag, {
     layers: [await busyboxLayer('gzip', { applets: ['top'] })],
     config: { Cmd: ['sh'] },
+  });
+}
+
+/** critest's testImagePreDefinedGroup, as it names it; berthd gets it from the test registry. */
+export const PREDEFINED_GROUP_IMAGE = 'gcr.io/k8s-staging-cri-tools/test-image-predefined-group:latest';
+
+/** Its user (imagePredefinedGroupUID) and the image's group it is a member of (imagePredefinedGroupGID). */
+export const PREDEFINED_USER = { uid: 1000, extraGid: 50000 } as const;
+
+/**
+ * A stand-in for cri-tools' images/image-predefined-group: busybox whose default user (uid 1000,
+ * "default-user") is, by the image's /etc/group, also in group-defined-in-image (50000).
+ */
+export async function pushPredefinedGroupImage(registry: TestRegistry): Promise<void> {
+  const { uid, extraGid } = PREDEFINED_USER;
+  // Files of their own: the harness's base image already has a user 1000, in other groups.
+  const passwd = [
+    'root:x:0:0:root:/root:/bin/sh',
+    `default-user:x:${uid}:${uid}::/home/default-user:/bin/sh`,
+  ];
+  const group = ['root:x:0:', `default-user:x:${uid}:`, `group-defined-in-image:x:${extraGid}:default-user`];
+  const etc = new Set(['etc/passwd', 'etc/group']);
+  const layer = await buildLayer(
+    [
+      ...busyboxEntries(['su']).filter((e) => !etc.has(e.path)),
+      { type: 'file', path: 'etc/passwd', content: `${passwd.join('\n')}\n` },
+      { type: 'file', path: 'etc/group', content: `${group.join('\n')}\n` },
+    ],
+    'gzip',
+  );
+  await pushImage(registry, 'k8s-staging-cri-tools/test-image-predefined-group', 'latest', {
+    layers: [layer],
+    config: { User: String(uid), Cmd: ['sh'] },
   });
 }
 

@@ -34,7 +34,12 @@ export function fixtureRecordsReadNow(): FixtureRecords {
   const records = fixtureRecords();
   // Sandbox spec shape 2: every pod before it ran in the host's user namespace.
   const sandboxes = records.sandboxes.map((s) => ({ ...s, spec: { ...s.spec, userNamespace: null } }));
-  return { ...records, sandboxes };
+  // Container spec shape 2: every container before it merged the image's groups.
+  const containers = records.containers.map((c) => ({
+    ...c,
+    spec: { ...c.spec, security: { ...c.spec.security, supplementalGroupsPolicy: 'Merge' as const } },
+  }));
+  return { ...records, sandboxes, containers };
 }
 
 /** Makes the fixture's database file at `path`, which must not exist. */

@@ -41,12 +41,22 @@ describe('the versioned spec decoder', () => {
         ),
       );
     }
-    assert.throws(() => decodeSpec(CONTAINER_SPEC, 2, '{"metadata":{}}', WHERE), /spec version 2/);
+    const unknown = currentVersion(CONTAINER_SPEC) + 1;
+    assert.throws(
+      () => decodeSpec(CONTAINER_SPEC, unknown, '{"metadata":{}}', WHERE),
+      new RegExp(`spec version ${unknown}`),
+    );
   });
 
   it('still checks the outline of what it upgraded', () => {
     assert.throws(() => decodeSpec(twoShapes, 2, '{"metadata":{}}', WHERE), /unexpected config_json/);
     assert.throws(() => decodeSpec(CONTAINER_SPEC, 1, '[]', WHERE), /unexpected config_json/);
+  });
+
+  it('reads a container spec of shape 1 as merging the image groups, as every container then did', () => {
+    const text = '{"metadata":{},"security":{"supplementalGroups":[5]}}';
+    const spec = decodeSpec<{ security: unknown }>(CONTAINER_SPEC, 1, text, WHERE);
+    assert.deepEqual(spec.security, { supplementalGroups: [5], supplementalGroupsPolicy: 'Merge' });
   });
 });
 
@@ -78,7 +88,8 @@ describe('records written light', () => {
     const written = [specColumns('sandboxes'), specColumns('containers')];
     // Shape 2 of sandbox specs added userNamespace.
     assert.deepEqual(written[0], [{ config_json: JSON.stringify(sandbox().spec), spec_version: 2 }]);
-    assert.deepEqual(written[1], [{ config_json: JSON.stringify(container().spec), spec_version: 1 }]);
+    // Shape 2 of container specs added security.supplementalGroupsPolicy.
+    assert.deepEqual(written[1], [{ config_json: JSON.stringify(container().spec), spec_version: 2 }]);
 
     store.sandboxes.networkAdding('pod1', storedNetworking());
     store.sandboxes.pluginAddStarting('pod1', 0, 0);
@@ -114,11 +125,11 @@ describe('records written light', () => {
     store.sandboxes.insert(sandbox());
     store.containers.insert(container());
     store.close();
-    withConnection(path, (db) => db.prepare('UPDATE containers SET spec_version = 2').run());
+    withConnection(path, (db) => db.prepare('UPDATE containers SET spec_version = 3').run());
     store = Store.open(path);
     assert.throws(
       () => store.containers.get('c0ffee01'),
-      /container c0ffee01: config_json has spec version 2/,
+      /container c0ffee01: config_json has spec version 3/,
     );
   });
 
