@@ -92,12 +92,16 @@ export class ContainerLifecycle {
   }
 
   /**
-   * Idempotent: stopping an exited container is a no-op. timeoutSeconds 0 kills at once. Returns
-   * once the exit is recorded and what the exited container no longer needs is released, as
-   * containerd's StopContainer returns once its task is deleted: RemoveContainer then only deletes.
+   * Idempotent: stopping an exited container is a no-op, and so is stopping one that is gone or
+   * never was (the CRI: "must not return an error if the container has already been stopped";
+   * kubelet retries a stop whose answer it lost after a removal went through). timeoutSeconds 0
+   * kills at once. Returns once the exit is recorded and what the exited container no longer needs
+   * is released, as containerd's StopContainer returns once its task is deleted: RemoveContainer
+   * then only deletes.
    */
   async stop(idOrPrefix: string, timeoutSeconds: number): Promise<void> {
-    const found = findContainer(this.ctx.deps.store, idOrPrefix);
+    const found = findContainerIfAny(this.ctx.deps.store, idOrPrefix);
+    if (!found) return;
     await this.end(found.id, timeoutSeconds);
   }
 

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { ImageService } from '../image/service.js';
 import { containerDir } from '../imagestore/rootfs.js';
 import type { Container } from '../model/container.js';
+import { processIdentity } from '../process/identity.js';
 import type { ContainerServiceDeps } from './context.js';
 import type { ExitRecorder } from './exit-recorder.js';
 import { currentContainer, findContainer, selectContainers, stateName } from './lookup.js';
@@ -25,7 +26,7 @@ export class ContainerViews {
     const found = findContainer(this.deps.store, idOrPrefix);
     await this.recorder.checkMonitorSoon(found);
     const container = currentContainer(this.deps.store, found.id);
-    const view = this.toView(container);
+    const view = { ...this.toView(container), user: await userOf(container) };
     if (!verbose) return { view };
     const runtimeSpec: unknown = await readFile(join(container.bundleDir, 'config.json'), 'utf8')
       .then((text) => JSON.parse(text) as unknown)
@@ -49,7 +50,7 @@ export class ContainerViews {
 
   /** `images` memoises image names across one listing: containers share a few images. */
   private toView(container: Container, images?: Map<string, ImageName>): ContainerView {
-    const { spec, user } = container;
+    const { spec } = container;
     let image = images?.get(container.imageId);
     if (!image) {
       image = this.deps.images.nameOf(container.imageId);
@@ -75,8 +76,23 @@ export class ContainerViews {
       mounts: spec.mounts,
       logPath: container.logPath,
       resources: spec.resources,
-      user: { uid: user?.uid ?? 0, gid: user?.gid ?? 0, supplementalGroups: user?.additionalGids ?? [] },
+      user: specUser(container),
       pid: container.pid,
     };
   }
+}
+
+/**
+ * What kubelet puts in the pod's status as the container's user: a running container's process's
+ * own ids (it may have changed its groups since the start); any other, and one whose process cannot
+ * be read, the user its spec gave it (what containerd reports for every container).
+ */
+async function userOf(container: Container): Promise<ContainerView['user']> {
+  const live = container.state === 'RUNNING' ? await processIdentity(container.pid) : null;
+  if (!live) return specUser(container);
+  return { uid: live.uid, gid: live.gid, supplementalGroups: live.groups };
+}
+
+function specUser({ user }: Container): ContainerView['user'] {
+  return { uid: user?.uid ?? 0, gid: user?.gid ?? 0, supplementalGroups: user?.additionalGids ?? [] };
 }

@@ -13,6 +13,7 @@ import {
   refuseUserNamespace,
   requireSafeName,
   supplementalGroups,
+  supplementalGroupsPolicy,
 } from './validate.js';
 import { absolutePath, capabilityName, profileName, userName } from './validate-container.js';
 
@@ -48,13 +49,6 @@ export function toSecurity(sc: Received<'LinuxContainerSecurityContext'> | null)
   const runAsGroup = sc?.run_as_group
     ? int64Id(`${SECURITY}.run_as_group.value`, sc.run_as_group.value)
     : null;
-  // Strict would drop the image's groups; applying Merge instead would grant groups the pod refused.
-  if (sc?.supplemental_groups_policy === 'Strict') {
-    throw new InvalidArgumentError(
-      `${SECURITY}.supplemental_groups_policy`,
-      'Strict is not supported by berth (RuntimeFeatures.supplemental_groups_policy is false)',
-    );
-  }
 
   return {
     addCapabilities: capList('add_capabilities', caps?.add_capabilities),
@@ -67,6 +61,11 @@ export function toSecurity(sc: Received<'LinuxContainerSecurityContext'> | null)
     runAsGroup,
     readonlyRootfs: sc?.readonly_rootfs ?? false,
     supplementalGroups: supplementalGroups(`${SECURITY}.supplemental_groups`, sc?.supplemental_groups ?? []),
+    // kubelet copies the pod's policy into every container's context: the container's decides.
+    supplementalGroupsPolicy: supplementalGroupsPolicy(
+      `${SECURITY}.supplemental_groups_policy`,
+      sc?.supplemental_groups_policy ?? 'Merge',
+    ),
     noNewPrivs: sc?.no_new_privs ?? false,
     maskedPaths: pathList(`${SECURITY}.masked_paths`, sc?.masked_paths ?? []),
     readonlyPaths: pathList(`${SECURITY}.readonly_paths`, sc?.readonly_paths ?? []),

@@ -44,7 +44,8 @@ export function runtimeHandlers(config: BerthConfig, node: NodeState, host: Host
             }
           : {},
         runtime_handlers: wireHandlers(node.runtimeHandlers),
-        features: { supplemental_groups_policy: false, user_namespaces_host_network: false },
+        // Strict and Merge are both berth's own reading of the image's /etc/group: any node can.
+        features: { supplemental_groups_policy: true, user_namespaces_host_network: false },
       };
     },
     UpdateRuntimeConfig: async (req) => {

@@ -26,6 +26,7 @@ import {
   boundedList,
   selectorFilter,
   supplementalGroups,
+  supplementalGroupsPolicy,
 } from './validate.js';
 
 export function sandboxHandlers(sandboxes: SandboxService) {
@@ -95,6 +96,12 @@ export function toSandboxSpec(
   const runAsUser = security?.run_as_user
     ? int64Id('config.linux.security_context.run_as_user.value', security.run_as_user.value)
     : null;
+  // Checked, not kept: the infra runs no image's user, and kubelet copies the policy into each
+  // container's own context, which decides.
+  supplementalGroupsPolicy(
+    'config.linux.security_context.supplemental_groups_policy',
+    security?.supplemental_groups_policy ?? 'Merge',
+  );
   return {
     metadata: {
       name: requireSafeName('config.metadata.name', md.name),

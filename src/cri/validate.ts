@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import { isAbsolute } from 'node:path';
 import { InvalidArgumentError } from '../errors.js';
 import type { NamespaceMode } from '../oci/container-input.js';
+import type { SupplementalGroupsPolicy } from '../oci/user.js';
 
 export function hasControlChar(value: string): boolean {
   for (let i = 0; i < value.length; i++) {
@@ -205,6 +206,13 @@ const NGROUPS_MAX = 65_536;
 
 export function supplementalGroups(field: string, groups: readonly string[]): number[] {
   return boundedList(field, groups, NGROUPS_MAX).map((g, i) => int64Id(`${field}[${i}]`, g));
+}
+
+const GROUPS_POLICIES: readonly SupplementalGroupsPolicy[] = ['Merge', 'Strict'];
+
+/** Unset is Merge, the enum's zero value. */
+export function supplementalGroupsPolicy(field: string, value: string | number): SupplementalGroupsPolicy {
+  return oneOf(field, value || 'Merge', GROUPS_POLICIES, 'supplemental groups policy');
 }
 
 export function int64Id(field: string, value: string): number {

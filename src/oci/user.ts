@@ -7,6 +7,12 @@
 import { FailedPreconditionError, InvalidArgumentError } from '../errors.js';
 import { readInRoot } from './rootfs-files.js';
 
+/**
+ * Whether the groups the image's /etc/group gives the user join those asked for (Merge, what
+ * runtimes always did), or only those asked for apply (Strict, KEP-3619).
+ */
+export type SupplementalGroupsPolicy = 'Merge' | 'Strict';
+
 /** What a CRI security context asks of the process's user and groups. */
 export interface UserRequest {
   runAsUser: number | null;
@@ -15,6 +21,7 @@ export interface UserRequest {
   /** Only valid together with runAsUser or runAsUsername (CRI rejects it alone). */
   runAsGroup: number | null;
   supplementalGroups: number[];
+  supplementalGroupsPolicy: SupplementalGroupsPolicy;
 }
 
 export interface ResolvedUser {
@@ -55,7 +62,8 @@ export async function resolveUser(
   const who = pickUser(security, imageUser, passwd);
   // The image's group applies only with the image's user: a CRI override replaces both.
   const gid = security.runAsGroup ?? imageGroup(who.groupPart, groups) ?? who.entry?.gid ?? 0;
-  const fromGroupFile = who.entry ? memberships(who.entry.name, groups) : [];
+  const merge = security.supplementalGroupsPolicy === 'Merge';
+  const fromGroupFile = who.entry && merge ? memberships(who.entry.name, groups) : [];
   const additionalGids = [...new Set([gid, ...fromGroupFile, ...security.supplementalGroups])];
   return { uid: who.uid, gid, additionalGids };
 }

@@ -61,18 +61,28 @@ export const SANDBOX_SPEC: SpecCodec = {
  * Shape 1 (src/model/container.ts ContainerSpec): as berth stored it up to schema version 4. Shape 2
  * adds `cdiDevices`: no container before it asked for any. Shape 3 adds `idmap` to each mount: every
  * mount before it was a plain bind. Shape 4 adds `image` to each mount: none was an image volume.
+ * Shape 5 adds `security.supplementalGroupsPolicy`: every container before it merged the image's
+ * groups.
  */
 export const CONTAINER_SPEC: SpecCodec = {
   upgrades: [
     (older) => ({ ...older, cdiDevices: [] }),
     eachMountGets('idmap', null),
     eachMountGets('image', null),
+    (older) => ({
+      ...older,
+      security: isObject(older.security)
+        ? { ...older.security, supplementalGroupsPolicy: 'Merge' }
+        : older.security,
+    }),
   ],
   looksRight: (spec) =>
     hasMetadata(spec) &&
     'cdiDevices' in spec &&
     Array.isArray(spec.mounts) &&
-    spec.mounts.every((m: unknown) => isObject(m) && 'idmap' in m && 'image' in m),
+    spec.mounts.every((m: unknown) => isObject(m) && 'idmap' in m && 'image' in m) &&
+    isObject(spec.security) &&
+    'supplementalGroupsPolicy' in spec.security,
 };
 
 /** An upgrade giving each mount of a container spec `field`, set to `value`. */

@@ -22,6 +22,7 @@ export function containerSecurity(over: Partial<ContainerSecurity> = {}): Contai
     runAsGroup: null,
     readonlyRootfs: false,
     supplementalGroups: [],
+    supplementalGroupsPolicy: 'Merge',
     noNewPrivs: false,
     maskedPaths: null,
     readonlyPaths: null,

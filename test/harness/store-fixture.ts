@@ -34,8 +34,16 @@ export function fixtureRecordsReadNow(): FixtureRecords {
   const records = fixtureRecords();
   // Sandbox spec shape 2: every pod before it ran in the host's user namespace.
   const sandboxes = records.sandboxes.map((s) => ({ ...s, spec: { ...s.spec, userNamespace: null } }));
-  // Container spec shape 2: no container before it asked for a CDI device.
-  const containers = records.containers.map((c) => ({ ...c, spec: { ...c.spec, cdiDevices: [] } }));
+  // Container spec shapes 2 to 5: no container before them asked for a CDI device, had an idmapped
+  // or image volume (the fixture's have no mounts), or kept only the pod's groups.
+  const containers = records.containers.map((c) => ({
+    ...c,
+    spec: {
+      ...c.spec,
+      cdiDevices: [],
+      security: { ...c.spec.security, supplementalGroupsPolicy: 'Merge' as const },
+    },
+  }));
   return { ...records, sandboxes, containers };
 }
 

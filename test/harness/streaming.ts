@@ -4,12 +4,10 @@
  * client, where the machine has it.
  */
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { Socket } from 'node:net';
 import { Readable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
 import { WebSocket } from 'ws';
 import { SpdyConnection, type SpdyStream } from '../../src/spdy/connection.js';
 import {
@@ -21,20 +19,13 @@ import {
   type StoredHeaderWriter,
 } from '../../src/spdy/frames.js';
 import { FrameReader, type OversizedData } from '../../src/spdy/reader.js';
+import { sharedTool, toolSkip } from './tools.js';
 import { waitFor } from './wait.js';
 
 /** crictl v1.29 from $CRICTL or the shared tools beside the project; null where there is none. */
-export const CRICTL: string | null = (() => {
-  const candidates = [
-    process.env.CRICTL,
-    fileURLToPath(new URL('../../../../shared/tools/crictl', import.meta.url)),
-  ];
-  return candidates.find((c): c is string => Boolean(c) && existsSync(c as string)) ?? null;
-})();
+export const CRICTL: string | null = sharedTool('CRICTL', 'crictl');
 
-export const crictlSkip: string | false = CRICTL
-  ? false
-  : 'crictl not found: set $CRICTL or provide ../shared/tools/crictl';
+export const crictlSkip: string | false = toolSkip(CRICTL, 'CRICTL', 'crictl');
 
 export interface UpgradeFailure {
   statusCode: number;

@@ -348,6 +348,7 @@ test('a full config maps to the expected ContainerSpec', () => {
       runAsGroup: 3000,
       readonlyRootfs: true,
       supplementalGroups: [4000, 4001],
+      supplementalGroupsPolicy: 'Merge',
       noNewPrivs: true,
       maskedPaths: ['/proc/kcore'],
       readonlyPaths: null,
@@ -672,7 +673,8 @@ describe('invalid CreateContainer requests name the field', () => {
     [`${SC}.run_as_username`, withSecurity({ run_as_user: null, run_as_username: 'a:b' })],
     [`${SC}.run_as_user.value`, withSecurity({ run_as_user: { value: '-1' } })],
     [`${SC}.supplemental_groups[1]`, withSecurity({ supplemental_groups: ['1', '99999999999'] })],
-    [`${SC}.supplemental_groups_policy`, withSecurity({ supplemental_groups_policy: 'Strict' })],
+    // An enum value the proto does not name arrives as its number.
+    [`${SC}.supplemental_groups_policy`, withSecurity({ supplemental_groups_policy: 7 })],
     [
       `${SC}.capabilities.add_capabilities[0]`,
       withSecurity({

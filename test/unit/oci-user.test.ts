@@ -188,6 +188,27 @@ test('run_as_group overrides; the primary gid leads the groups, supplemental one
   });
 });
 
+test("Strict: the primary gid and the groups asked for, none of the image's /etc/group", async () => {
+  const strict = { supplementalGroupsPolicy: 'Strict' as const };
+  const sec = containerSecurity({ runAsUser: 1000, supplementalGroups: [1234, 50], ...strict });
+  assert.deepEqual(await resolveUser(image, sec, undefined), {
+    uid: 1000,
+    gid: 1001,
+    additionalGids: [1001, 1234, 50],
+  });
+  // The image's own User, and its group part, still decide the primary group.
+  assert.deepEqual(await resolveUser(image, containerSecurity(strict), 'app:staff'), {
+    uid: 1000,
+    gid: 50,
+    additionalGids: [50],
+  });
+  assert.deepEqual(await resolveUser(image, containerSecurity(strict), undefined), {
+    uid: 0,
+    gid: 0,
+    additionalGids: [0],
+  });
+});
+
 test('symlinks in the image resolve inside the rootfs, absolute or with ..', async () => {
   const resolved = await resolveInRoot(linked, '/etc/passwd');
   assert.equal(resolved, join(linked, 'data', 'passwd'));

@@ -52,6 +52,12 @@ describe('the versioned spec decoder', () => {
     assert.throws(() => decodeSpec(twoShapes, 2, '{"metadata":{}}', WHERE), /unexpected config_json/);
     assert.throws(() => decodeSpec(CONTAINER_SPEC, 1, '[]', WHERE), /unexpected config_json/);
   });
+
+  it('reads a container spec of shape 1 as merging the image groups, as every container then did', () => {
+    const text = '{"metadata":{},"mounts":[],"security":{"supplementalGroups":[5]}}';
+    const spec = decodeSpec<{ security: unknown }>(CONTAINER_SPEC, 1, text, WHERE);
+    assert.deepEqual(spec.security, { supplementalGroups: [5], supplementalGroupsPolicy: 'Merge' });
+  });
 });
 
 describe('records written light', () => {
