@@ -102,6 +102,14 @@ describe('CDI devices', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   const sleeper = (name: string, extra: Record<string, unknown> = {}): Record<string, unknown> =>
     containerConfig(name, imageRef(), { command: ['sleep', '3600'], ...extra });
 
+  /** CreateContainer of a sleeper asking for CDI device `device`. */
+  const createWith = (name: string, device: string): Promise<unknown> =>
+    daemon().cri.call('CreateContainer', {
+      pod_sandbox_id: pod.id,
+      config: sleeper(name, { CDI_devices: [{ name: device }] }),
+      sandbox_config: pod.config,
+    });
+
   /** What `script` prints in the container, stderr included. */
   async function sh(id: string, script: string): Promise<string> {
     const res = await execSync(daemon().cri, id, ['sh', '-c', script]);
@@ -142,20 +150,12 @@ describe('CDI devices', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   test('unknown, ambiguous and malformed devices fail CreateContainer naming them', async () => {
     const { cri } = daemon();
     await rejectsWith(
-      cri.call('CreateContainer', {
-        pod_sandbox_id: pod.id,
-        config: sleeper('unknown', { CDI_devices: [{ name: 'vendor.example.com/accel=a9' }] }),
-        sandbox_config: pod.config,
-      }),
+      createWith('unknown', 'vendor.example.com/accel=a9'),
       status.INVALID_ARGUMENT,
       /vendor\.example\.com\/accel=a9 is not defined by any spec/,
     );
     await rejectsWith(
-      cri.call('CreateContainer', {
-        pod_sandbox_id: pod.id,
-        config: sleeper('malformed', { CDI_devices: [{ name: 'accel0' }] }),
-        sandbox_config: pod.config,
-      }),
+      createWith('malformed', 'accel0'),
       status.INVALID_ARGUMENT,
       /config\.CDI_devices\[0\]\.name/,
     );
@@ -163,11 +163,7 @@ describe('CDI devices', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     await writeFile(twin, await readFile(join(etcCdi, 'vendor.json')));
     try {
       await rejectsWith(
-        cri.call('CreateContainer', {
-          pod_sandbox_id: pod.id,
-          config: sleeper('ambiguous', { CDI_devices: [{ name: 'vendor.example.com/accel=a0' }] }),
-          sandbox_config: pod.config,
-        }),
+        createWith('ambiguous', 'vendor.example.com/accel=a0'),
         status.INVALID_ARGUMENT,
         /ambiguous: .*vendor-twin\.json.*vendor\.json|ambiguous: .*vendor\.json.*vendor-twin\.json/,
       );
@@ -185,11 +181,7 @@ describe('CDI devices', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     const broken = join(runCdi, 'broken.yaml');
     await writeFile(broken, 'cdiVersion: "0.6.0"\nkind: late.example.net/x\ndevices: [ {name: late\n');
     await rejectsWith(
-      cri.call('CreateContainer', {
-        pod_sandbox_id: pod.id,
-        config: sleeper('late', { CDI_devices: [{ name: 'late.example.net/x=late' }] }),
-        sandbox_config: pod.config,
-      }),
+      createWith('late', 'late.example.net/x=late'),
       status.INVALID_ARGUMENT,
       /not defined by any spec.*unreadable spec files: CDI spec .*broken\.yaml/,
     );

@@ -42,10 +42,7 @@ export class CriClient {
     req: object = {},
     opts: { service?: 'runtime' | 'image'; deadlineMs?: number } = {},
   ): Promise<T[]> {
-    const method = this.services[opts.service ?? 'runtime'][rpc];
-    if (!method) throw new Error(`no rpc ${rpc}`);
-    const options: CallOptions =
-      opts.deadlineMs === undefined ? {} : { deadline: Date.now() + opts.deadlineMs };
+    const { method, options } = prepare(this.services[opts.service ?? 'runtime'], rpc, opts.deadlineMs);
     const call = this.connection.makeServerStreamRequest(
       method.path,
       method.requestSerialize,
@@ -68,9 +65,7 @@ export class CriClient {
 
   /** `T` is the caller's word for the response's shape: the rpc is named by a string. */
   private invoke<T>(service: ServiceMethods, rpc: string, req: object, deadlineMs?: number): Promise<T> {
-    const method = service[rpc];
-    if (!method) throw new Error(`no rpc ${rpc}`);
-    const options: CallOptions = deadlineMs === undefined ? {} : { deadline: Date.now() + deadlineMs };
+    const { method, options } = prepare(service, rpc, deadlineMs);
     return new Promise<T>((resolve, reject) => {
       this.connection.makeUnaryRequest(
         method.path,
@@ -83,4 +78,15 @@ export class CriClient {
       );
     });
   }
+}
+
+/** The rpc's method, and the call's options with its deadline. */
+function prepare(
+  service: ServiceMethods,
+  rpc: string,
+  deadlineMs: number | undefined,
+): { method: NonNullable<ServiceMethods[string]>; options: CallOptions } {
+  const method = service[rpc];
+  if (!method) throw new Error(`no rpc ${rpc}`);
+  return { method, options: deadlineMs === undefined ? {} : { deadline: Date.now() + deadlineMs } };
 }
