@@ -54,8 +54,6 @@ const MONITOR_CHECK_MS = 5_000;
 export interface DaemonOptions {
   /** Test-only hook, see SandboxServiceDeps.pauseBeforeStep (container steps: rootfs, spec, monitor). */
   pauseBeforeStep?: string;
-  /** Test-only hook, see SandboxServiceDeps.userNamespacePods. */
-  userNamespacePods?: boolean;
 }
 
 export interface Daemon {
@@ -219,7 +217,6 @@ export async function startDaemon(
     containers: containers.lifecycle,
     events,
     teardown: sandboxTeardown,
-    ...(opts.userNamespacePods === true ? { userNamespacePods: true } : {}),
     ...(opts.pauseBeforeStep ? { pauseBeforeStep: opts.pauseBeforeStep } : {}),
   });
   events.describeWith((sandboxId) => describePod(sandboxes, containers, sandboxId));

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from '../errors.js';
 import { containerChange } from '../events/lifecycle.js';
 import { containerDir, prepareRootfs } from '../imagestore/rootfs.js';
-import { newContainer, type ContainerSpec } from '../model/container.js';
+import { newContainer, type ContainerSpec, type ContainerUserNamespace } from '../model/container.js';
 import type { Sandbox } from '../model/sandbox.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import { Steps } from '../operation/steps.js';
@@ -14,6 +14,7 @@ import { nowNanos } from '../time.js';
 import type { ContainerServiceDeps } from './context.js';
 import { findContainer } from './lookup.js';
 import { prepareSpec, type PrepareInput } from './prepare.js';
+import { checkUserNamespace, rootfsIdmap } from './userns.js';
 import { CREATE_STEPS, type ContainerTeardown, type CreateStep } from './teardown.js';
 import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
 
@@ -33,15 +34,10 @@ export class ContainerCreation {
    * Call inside the pod's gate, with the pod as read when the gate was entered: a Stop or Remove
    * of the pod that closed it before is finished, and none can start until this one is done.
    */
-  async inPod(sandbox: Sandbox, spec: ContainerSpec): Promise<string> {
+  async inPod(sandbox: Sandbox, spec: ContainerSpec, userns: ContainerUserNamespace): Promise<string> {
     const { config, store, images } = this.deps;
     requireReady(sandbox);
-    if (sandbox.spec.userNamespace !== null) {
-      // Run in the host's user namespace, it would drop the isolation its pod asked for.
-      throw new FailedPreconditionError(
-        `pod sandbox ${sandbox.id} has a user namespace of its own, and berth cannot run containers in one yet`,
-      );
-    }
+    checkUserNamespace(userns, sandbox);
     const resolved = images.resolve(spec.image);
     if (!resolved) throw new NotFoundError('image', spec.image);
     const image = resolved.record;
@@ -94,7 +90,7 @@ export class ContainerCreation {
     runtime.prepareForCreate();
     try {
       const rootfs = await step('rootfs', () =>
-        prepareRootfs(id, imageConfig.rootfs.diff_ids, config.rootDir),
+        prepareRootfs(id, imageConfig.rootfs.diff_ids, config.rootDir, rootfsIdmap(sandbox)),
       );
       await step('spec', async () => {
         const preparing = prepareSpec({

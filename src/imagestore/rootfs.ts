@@ -17,7 +17,7 @@
  * link, which the kernel resolves against the mounting process's cwd. That fits overlayfs's own
  * maximum of 500 lowers in the page.
  */
-import { chown, mkdir, readdir, rm, stat, symlink } from 'node:fs/promises';
+import { chmod, chown, mkdir, readdir, rm, stat, symlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 
 import { AlreadyExistsError, InvalidArgumentError, NotFoundError } from '../errors.js';
@@ -29,7 +29,7 @@ import { mountSyscall, unmountAll } from '../mounts/syscalls.js';
 import { RootfsError } from './errors.js';
 import { isErrno } from './fsutil.js';
 import { LayerStore } from './layers.js';
-import { PRIVATE_DIR } from '../file-modes.js';
+import { PASSABLE_DIR, PRIVATE_DIR, passableToPod } from '../file-modes.js';
 
 /** Mounting and unmounting are local syscalls; they only take long when the host is in trouble. */
 const MOUNT_TIMEOUT_MS = 30_000;
@@ -100,7 +100,8 @@ export async function prepareRootfs(
 
   // Root's alone, as the layers are: the rootfs and upper/ hold the image's setuid files and those
   // a container makes, and the host sees them without nosuid.
-  await mkdir(join(resolve(rootDir), 'containers'), { recursive: true, mode: PRIVATE_DIR });
+  const containers = join(resolve(rootDir), 'containers');
+  await mkdir(containers, { recursive: true, mode: PRIVATE_DIR });
   try {
     await mkdir(dir, { mode: PRIVATE_DIR });
   } catch (err) {
@@ -108,6 +109,13 @@ export async function prepareRootfs(
     throw err;
   }
   try {
+    // Over idmapped layers every file shows as a mapped id's, setuid ones too, so the way to the
+    // rootfs can open to the pod's root, which runc sets the container up as (see passableToPod).
+    // m/ stays root's: the binds there show the same files, but the host knows their paths.
+    if (idmap) {
+      await Promise.all([chmod(resolve(rootDir), PASSABLE_DIR), chmod(containers, PASSABLE_DIR)]);
+      await passableToPod(dir, idmap.rootGid);
+    }
     const linkDir = idmap ? IDMAPPED_DIR : 'l';
     const links = lowers.map(({ fs }, index) => ({ fs, link: `${linkDir}/${index.toString(36)}` }));
     const lowerdir = links.length > 0 ? links.map(({ link }) => link) : ['empty'];

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { loadUsableNetwork } from '../cni/readiness.js';
 import type { CniNetworkList } from '../cni/types.js';
 import {
@@ -13,6 +13,7 @@ import { sandboxChange } from '../events/lifecycle.js';
 import { createPinnedNamespaces, createPinnedNetns } from '../netns/index.js';
 import { createPinnedNamespacesIn, createPinnedUserns } from '../netns/userns.js';
 import { buildInfraSpec } from '../oci/infra.js';
+import { hostIdOfRoot } from '../oci/userns.js';
 import { clampOomScoreAdj } from '../oci/oom.js';
 import { newSandbox, type Sandbox, type SandboxSpec } from '../model/sandbox.js';
 import type { SandboxContext } from './context.js';
@@ -32,7 +33,7 @@ import {
   podHostname,
 } from './namespaces.js';
 import { nowNanos } from '../time.js';
-import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
+import { PASSABLE_DIR, PRIVATE_DIR, PRIVATE_FILE, passableToPod } from '../file-modes.js';
 
 /** The infra process should be the last thing the OOM killer picks in a pod. */
 const INFRA_OOM_SCORE_ADJ = -998;
@@ -123,8 +124,14 @@ export class SandboxRun {
         steps.run('sandbox-dir', async () => {
           steps.onUndo('sandbox-dir', () => this.teardown.removeDir(id));
           // Its files reach the containers by bind mount, which needs no way through for their
-          // users; the pod's shm is a 1777 tmpfs in it that no host user may enter.
+          // users (but for a pod's own root, below); the pod's shm is a 1777 tmpfs in it that no
+          // other host user may enter.
           await mkdir(sandboxDir, { recursive: true, mode: PRIVATE_DIR });
+          if (spec.userNamespace !== null) {
+            // Its containers' runc, the pod's root, must reach the pod's files (see passableToPod).
+            await chmod(dirname(sandboxDir), PASSABLE_DIR);
+            await passableToPod(sandboxDir, hostIdOfRoot(spec.userNamespace.gids));
+          }
           await writeResolvConf(sandboxDir, spec.dnsConfig);
           await writeHostnameFile(sandboxDir, spec.hostname);
           if (spec.namespaces.ipc !== 'NODE') {
