@@ -10,7 +10,7 @@
 import { posix } from 'node:path';
 import { InvalidArgumentError } from '../errors.js';
 import { DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS, infraMounts } from './infra.js';
-import { joinUserNamespace } from './userns.js';
+import { joinUserNamespace, mappingsOf } from './userns.js';
 import { recursiveReadOnlyProblem, type BindMount, type MountPropagation } from './mounts.js';
 import {
   OCI_VERSION,
@@ -188,9 +188,7 @@ export function containerNamespaces(input: ContainerSpecInput): LinuxNamespace[]
 /** A container of its pod's user namespace joins it by path; runc 1.1 wants the mappings too. */
 function userNamespaceMappings(input: ContainerSpecInput): Pick<Linux, 'uidMappings' | 'gidMappings'> {
   const user = input.podNamespaces.user;
-  if (!user) return {};
-  const { uidMappings, gidMappings } = joinUserNamespace(user);
-  return { uidMappings, gidMappings };
+  return user ? mappingsOf(joinUserNamespace(user)) : {};
 }
 
 /**

@@ -32,6 +32,13 @@ export function joinUserNamespace(
   };
 }
 
+/** The mappings alone, for a spec's `linux`. */
+export function mappingsOf(
+  joined: ReturnType<typeof joinUserNamespace>,
+): Pick<Linux, 'uidMappings' | 'gidMappings'> {
+  return { uidMappings: joined.uidMappings, gidMappings: joined.gidMappings };
+}
+
 function ociMapping(m: IdMapping): LinuxIDMapping {
   return { containerID: m.containerId, hostID: m.hostId, size: m.length };
 }
