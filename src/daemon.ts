@@ -331,7 +331,8 @@ export async function startDaemon(
 /**
  * Makes berthd's dirs and locks them (another berthd using one refuses to start), then gives them
  * their modes: the root dir is root's alone, image content, rootfs and secrets included, also when
- * an older berth made it 0711; the state dir stays passable, as the CRI socket's dir may be it.
+ * an older berth made it 0711, until a pod of its own user namespace runs a container again (see
+ * passableToPod); the state dir stays passable, as the CRI socket's dir may be it.
  */
 async function claimDirs(config: BerthConfig): Promise<DirLocks> {
   // Nothing else is touched before the locks are held: a second berthd must leave the first alone.

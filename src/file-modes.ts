@@ -13,8 +13,9 @@ import { chmod, chown, mkdir } from 'node:fs/promises';
 export const DAEMON_UMASK = 0o022;
 
 /**
- * Dirs no other user may enter: the root dir and everything holding image content (setuid files,
- * file capabilities, device nodes), container rootfs, pods' files and secrets.
+ * Dirs no other user may enter: the root dir (but see PASSABLE_DIR) and everything holding image
+ * content (setuid files, file capabilities, device nodes), container rootfs, pods' files and
+ * secrets.
  */
 export const PRIVATE_DIR = 0o700;
 
