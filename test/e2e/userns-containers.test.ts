@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { chmod, mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
-import { connect, createServer, type AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -29,6 +29,7 @@ import {
   stopAndRemovePod,
   type Pod,
 } from '../harness/pods.js';
+import { freePort } from '../harness/registry.js';
 import { registrySkip as skip } from '../harness/skip.js';
 import { crictl, crictlSkip, crictlTty } from '../harness/streaming.js';
 import { waitFor } from '../harness/wait.js';
@@ -346,15 +347,6 @@ describe('containers of a pod of its own user namespace', { skip, timeout: SUITE
     });
   }
 });
-
-async function freePort(): Promise<number> {
-  return new Promise<number>((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** What a loopback port says before it closes; '' when nothing listens yet. Bounded in time. */
 function readFrom(port: number): Promise<string> {
