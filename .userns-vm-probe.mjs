@@ -1,0 +1,17 @@
+import { createPinnedUserns } from '/opt/berth/dist/src/netns/userns.js';
+import { ensureInfraRootfs } from '/opt/berth/dist/src/oci/infra.js';
+import { spawnSync } from 'node:child_process';
+import { mkdir, chmod } from 'node:fs/promises';
+const base = '/run/berth-probe-dbg';
+await mkdir(base, { recursive: true });
+await chmod(base, 0o711);
+const rootfs = await ensureInfraRootfs(`${base}/root`);
+const m = [{ containerId: 0, hostId: 65536, length: 65536 }];
+await createPinnedUserns({ path: `${base}/userns`, uids: m, gids: m }, 10000);
+const sh = (args) => { const r = spawnSync(args[0], args.slice(1), { encoding: 'utf8' }); console.log('$', args.join(' '), '=>', r.status, r.stdout, r.stderr); };
+sh(['ls', '-la', rootfs]);
+sh(['nsenter', `--user=${base}/userns`, '--', `${rootfs}/catatonit`, '--version']);
+sh(['nsenter', `--user=${base}/userns`, '--', 'sh', '-c', `test -x ${rootfs}/catatonit && echo X_OK; id`]);
+sh(['cp', '/usr/bin/true', `${base}/true`]);
+sh(['nsenter', `--user=${base}/userns`, '--', `${base}/true`]);
+sh(['umount', `${base}/userns`]);
