@@ -111,7 +111,7 @@ export async function prepareRootfs(
   try {
     // Over idmapped layers every file shows as a mapped id's, setuid ones too, so the way to the
     // rootfs can open to the pod's root, which runc sets the container up as (see passableToPod).
-    // m/ stays root's: the binds there show the same files, but the host knows their paths.
+    // m/ and work/ stay closed to it (0700).
     if (idmap) {
       await Promise.all([chmod(resolve(rootDir), PASSABLE_DIR), chmod(containers, PASSABLE_DIR)]);
       await passableToPod(dir, idmap.rootGid);
