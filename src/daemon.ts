@@ -55,8 +55,6 @@ const MONITOR_CHECK_MS = 5_000;
 export interface DaemonOptions {
   /** Test-only hook, see SandboxServiceDeps.pauseBeforeStep (container steps: rootfs, spec, monitor). */
   pauseBeforeStep?: string;
-  /** Test-only hook, see SandboxServiceDeps.userNamespacePods. */
-  userNamespacePods?: boolean;
 }
 
 export interface Daemon {
@@ -221,7 +219,6 @@ export async function startDaemon(
     containers: containers.lifecycle,
     events,
     teardown: sandboxTeardown,
-    ...(opts.userNamespacePods === true ? { userNamespacePods: true } : {}),
     ...(opts.pauseBeforeStep ? { pauseBeforeStep: opts.pauseBeforeStep } : {}),
   });
   events.describeWith((sandboxId) => describePod(sandboxes, containers, sandboxId));
@@ -336,7 +333,8 @@ export async function startDaemon(
 /**
  * Makes berthd's dirs and locks them (another berthd using one refuses to start), then gives them
  * their modes: the root dir is root's alone, image content, rootfs and secrets included, also when
- * an older berth made it 0711; the state dir stays passable, as the CRI socket's dir may be it.
+ * an older berth made it 0711, until a pod of its own user namespace runs a container again (see
+ * passableToPod); the state dir stays passable, as the CRI socket's dir may be it.
  */
 async function claimDirs(config: BerthConfig): Promise<DirLocks> {
   // Nothing else is touched before the locks are held: a second berthd must leave the first alone.

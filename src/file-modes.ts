@@ -3,7 +3,7 @@
  * that none depends on the umask it was started with.
  */
 import { chmodSync } from 'node:fs';
-import { chmod, mkdir } from 'node:fs/promises';
+import { chmod, chown, mkdir } from 'node:fs/promises';
 
 /**
  * berthd's own umask, set at start-up. runc, conmon, CNI plugins and the containers' processes
@@ -13,16 +13,35 @@ import { chmod, mkdir } from 'node:fs/promises';
 export const DAEMON_UMASK = 0o022;
 
 /**
- * Dirs no other user may enter: the root dir and everything holding image content (setuid files,
- * file capabilities, device nodes), container rootfs, pods' files and secrets.
+ * Dirs no other user may enter: the root dir (but see PASSABLE_DIR) and everything holding image
+ * content (setuid files, file capabilities, device nodes), container rootfs, pods' files and
+ * secrets.
  */
 export const PRIVATE_DIR = 0o700;
 
 /** Files that may hold secrets (the database, OCI specs with the containers' env, logs). */
 export const PRIVATE_FILE = 0o600;
 
-/** Dirs others may pass through but not list: the state dir, which the CRI socket may be in. */
+/**
+ * Dirs others may pass through but not list: the state dir, which the CRI socket may be in; and
+ * the root dir, containers/ and sandboxes/ once a pod of its own user namespace has a container
+ * (see passableToPod): none of their other entries lets anyone but root in.
+ */
 export const PASSABLE_DIR = 0o711;
+
+/**
+ * A user-namespaced pod's sandbox dir and its containers' dirs: root's, passable by the pod root's
+ * group alone. runc sets a container up as the pod's root, an unprivileged host id, which must get
+ * through to the rootfs and the pod's bind-mounted files; no other host user does, and nobody but
+ * root lists them. Their entries keep their own modes (bundle/ and ns/ stay root's).
+ */
+const POD_PASSABLE_DIR = 0o710;
+
+/** Makes `path` (root's) passable by the host gid of a user-namespaced pod's root. */
+export async function passableToPod(path: string, rootGid: number): Promise<void> {
+  await chown(path, 0, rootGid);
+  await chmod(path, POD_PASSABLE_DIR);
+}
 
 /**
  * mkdir -p, then `mode` on the dir itself also when it was there already: made by an older berth

@@ -43,7 +43,6 @@ async function main(): Promise<number> {
     ...(process.env.BERTH_TEST_PAUSE_BEFORE_STEP
       ? { pauseBeforeStep: process.env.BERTH_TEST_PAUSE_BEFORE_STEP }
       : {}),
-    ...(process.env.BERTH_TEST_USERNS_PODS === '1' ? { userNamespacePods: true } : {}),
   });
   // The socket is bound and start-up recovery is done: calls are served from here on.
   await notifier?.ready(`serving CRI on ${config.socket}`);

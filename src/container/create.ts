@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from '../errors.js';
 import { containerChange } from '../events/lifecycle.js';
 import { containerDir, prepareRootfs, volumesDir } from '../imagestore/rootfs.js';
-import { newContainer, type ContainerSpec } from '../model/container.js';
+import { newContainer, type ContainerSpec, type ContainerUserNamespace } from '../model/container.js';
 import type { Sandbox } from '../model/sandbox.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import { Steps } from '../operation/steps.js';
@@ -15,6 +15,7 @@ import type { ContainerServiceDeps } from './context.js';
 import { findImageVolumes, mountImageVolumes, withImageVolumeSources } from './image-volumes.js';
 import { findContainer } from './lookup.js';
 import { prepareSpec, type PrepareInput } from './prepare.js';
+import { checkUserNamespace, rootfsIdmap } from './userns.js';
 import { CREATE_STEPS, type ContainerTeardown, type CreateStep } from './teardown.js';
 import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
 
@@ -34,15 +35,10 @@ export class ContainerCreation {
    * Call inside the pod's gate, with the pod as read when the gate was entered: a Stop or Remove
    * of the pod that closed it before is finished, and none can start until this one is done.
    */
-  async inPod(sandbox: Sandbox, requested: ContainerSpec): Promise<string> {
+  async inPod(sandbox: Sandbox, requested: ContainerSpec, userns: ContainerUserNamespace): Promise<string> {
     const { config, store, images } = this.deps;
     requireReady(sandbox);
-    if (sandbox.spec.userNamespace !== null) {
-      // Run in the host's user namespace, it would drop the isolation its pod asked for.
-      throw new FailedPreconditionError(
-        `pod sandbox ${sandbox.id} has a user namespace of its own, and berth cannot run containers in one yet`,
-      );
-    }
+    checkUserNamespace(userns, sandbox);
     const resolved = images.resolve(requested.image);
     if (!resolved) throw new NotFoundError('image', requested.image);
     const { spec, volumes } = findImageVolumes(requested, images, sandbox);
@@ -97,7 +93,12 @@ export class ContainerCreation {
     try {
       // The image volumes are mounted in the container's dir: the rootfs undo unmounts them too.
       const [rootfs, volumeSources] = await step('rootfs', async () => {
-        const path = await prepareRootfs(id, imageConfig.rootfs.diff_ids, config.rootDir);
+        const path = await prepareRootfs(
+          id,
+          imageConfig.rootfs.diff_ids,
+          config.rootDir,
+          rootfsIdmap(sandbox),
+        );
         return [path, await mountImageVolumes(id, config.rootDir, volumes)] as const;
       });
       await step('spec', async () => {

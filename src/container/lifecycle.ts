@@ -1,6 +1,11 @@
 import { FailedPreconditionError, StepError, errorMessage } from '../errors.js';
 import { containerChange } from '../events/lifecycle.js';
-import type { Container, ContainerResources, ContainerSpec } from '../model/container.js';
+import type {
+  Container,
+  ContainerResources,
+  ContainerSpec,
+  ContainerUserNamespace,
+} from '../model/container.js';
 import { linuxResources } from '../oci/container.js';
 import { isRunning } from '../process/index.js';
 import { findSandbox } from '../sandbox/lookup.js';
@@ -45,10 +50,14 @@ export class ContainerLifecycle {
     this.creation = new ContainerCreation(ctx.deps, teardown);
   }
 
-  async create(podSandboxId: string, spec: ContainerSpec): Promise<string> {
+  async create(
+    podSandboxId: string,
+    spec: ContainerSpec,
+    userns: ContainerUserNamespace = 'unset',
+  ): Promise<string> {
     // Read once: the gate runs inPod at once, in this same turn, so no change can come between.
     const sandbox = findSandbox(this.ctx.deps.store, podSandboxId, false);
-    return this.ctx.deps.pods.enter(sandbox.id, () => this.creation.inPod(sandbox, spec));
+    return this.ctx.deps.pods.enter(sandbox.id, () => this.creation.inPod(sandbox, spec, userns));
   }
 
   async start(idOrPrefix: string): Promise<void> {

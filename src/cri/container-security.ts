@@ -3,14 +3,14 @@
  * the seccomp and AppArmor profiles, each refused naming its field.
  */
 import { InvalidArgumentError } from '../errors.js';
-import type { ContainerNamespaces, ContainerSecurity } from '../model/container.js';
+import type { ContainerNamespaces, ContainerSecurity, ContainerUserNamespace } from '../model/container.js';
 import type { SecurityProfile } from '../oci/container-input.js';
 import type { Received } from './messages.js';
+import { toContainerUserNamespace } from './userns.js';
 import {
   boundedList,
   int64Id,
   namespaceMode,
-  refuseUserNamespace,
   requireSafeName,
   supplementalGroups,
   supplementalGroupsPolicy,
@@ -23,6 +23,7 @@ const MAX_CAPABILITIES = 64;
 const MAX_PATHS = 1024;
 
 const SECURITY = 'config.linux.security_context';
+const NAMESPACE_OPTIONS = `${SECURITY}.namespace_options`;
 
 export function toSecurity(sc: Received<'LinuxContainerSecurityContext'> | null): ContainerSecurity {
   const caps = sc?.capabilities ?? null;
@@ -83,8 +84,16 @@ function pathList(field: string, paths: string[]): string[] | null {
   return boundedList(field, paths, MAX_PATHS).map((p, i) => absolutePath(`${field}[${i}]`, p, true));
 }
 
+/** The user namespace a CreateContainer asks for (see ContainerUserNamespace). */
+export function containerUserNamespace(req: Received<'CreateContainerRequest'>): ContainerUserNamespace {
+  return toContainerUserNamespace(
+    NAMESPACE_OPTIONS,
+    req.config?.linux?.security_context?.namespace_options?.userns_options,
+  );
+}
+
 function toNamespaces(options: Received<'NamespaceOption'> | null): ContainerNamespaces {
-  const base = `${SECURITY}.namespace_options`;
+  const base = NAMESPACE_OPTIONS;
   const mode = (name: 'network' | 'pid' | 'ipc') => {
     const m = namespaceMode(`${base}.${name}`, options?.[name] ?? '');
     // kubelet only targets another container's pid namespace (ephemeral debug containers).
@@ -94,7 +103,9 @@ function toNamespaces(options: Received<'NamespaceOption'> | null): ContainerNam
     return m;
   };
   const pid = mode('pid');
-  refuseUserNamespace(base, options?.userns_options);
+  // Read here so that a malformed one fails with the rest of the config; the CRI handler reads it
+  // again for the pod's check (containerUserNamespace).
+  toContainerUserNamespace(base, options?.userns_options);
   return {
     network: mode('network'),
     pid,

@@ -6,6 +6,7 @@ import type { UnaryHandlers } from './handler.js';
 import { jsonInfo } from './messages.js';
 import { toCmd, toContainerSpec, toResources } from './container-spec.js';
 import { toListFilter, toStatsFilter, toWireContainer, toWireContainerStatus } from './container-status.js';
+import { containerUserNamespace } from './container-security.js';
 import { toWireStats } from './stats.js';
 import { requireId } from './validate.js';
 import { seconds } from './validate-container.js';
@@ -14,7 +15,7 @@ export function containerHandlers({ lifecycle, exec, stats, views }: ContainerSe
   return {
     CreateContainer: async (req) => {
       const spec = toContainerSpec(req);
-      return { container_id: await lifecycle.create(req.pod_sandbox_id, spec) };
+      return { container_id: await lifecycle.create(req.pod_sandbox_id, spec, containerUserNamespace(req)) };
     },
     StartContainer: async (req) => {
       await lifecycle.start(requireId('container_id', req.container_id));

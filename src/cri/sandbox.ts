@@ -2,6 +2,7 @@ import { InvalidArgumentError } from '../errors.js';
 import { nowNanos } from '../time.js';
 import type { SandboxService } from '../sandbox/service.js';
 import type { PortMapping, Protocol, SandboxSpec } from '../model/sandbox.js';
+import type { IdMapping } from '../oci/userns.js';
 import type { SandboxFilter, SandboxStateName, SandboxView } from '../sandbox/types.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
 import type { UnaryHandlers } from './handler.js';
@@ -260,8 +261,18 @@ function wireNamespaces(view: SandboxView) {
       pid: view.namespaces.pid,
       ipc: view.namespaces.ipc,
       target_id: view.namespaces.targetId,
+      userns_options: wireUserNamespace(view.userNamespace),
     },
   };
+}
+
+/** As kubelet sent it: mode POD with the pod's mappings, or NODE for the host's. */
+function wireUserNamespace(userns: SandboxView['userNamespace']) {
+  const wire = (mappings: readonly IdMapping[]) =>
+    mappings.map((m) => ({ container_id: m.containerId, host_id: m.hostId, length: m.length }));
+  return userns === null
+    ? { mode: 'NODE' as const, uids: [], gids: [] }
+    : { mode: 'POD' as const, uids: wire(userns.uids), gids: wire(userns.gids) };
 }
 
 export function toWireStatus(view: SandboxView) {

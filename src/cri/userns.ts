@@ -6,6 +6,7 @@
  * Each refusal names the field and why.
  */
 import { InvalidArgumentError } from '../errors.js';
+import type { ContainerUserNamespace } from '../model/container.js';
 import type { PodUserNamespaceSpec } from '../model/sandbox.js';
 import type { IdMapping, IdMappings } from '../oci/userns.js';
 import type { Received } from './messages.js';
@@ -38,6 +39,17 @@ export function toPodUserNamespace(
     uids: [onlyMapping(`${field}.uids`, options.uids)],
     gids: [onlyMapping(`${field}.gids`, options.gids)],
   };
+}
+
+/**
+ * What a container's `userns_options` say, read as a pod's are: kubelet (and critest) copy the
+ * pod's options into each container's config. Whether they match the pod is the domain's check.
+ */
+export function toContainerUserNamespace(
+  base: string,
+  options: Received<'UserNamespace'> | null | undefined,
+): ContainerUserNamespace {
+  return options ? { asked: toPodUserNamespace(base, options) } : 'unset';
 }
 
 /**

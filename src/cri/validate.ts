@@ -261,23 +261,3 @@ const NAMESPACE_MODES: readonly NamespaceMode[] = ['POD', 'CONTAINER', 'NODE', '
 export function namespaceMode(field: string, value: string | number): NamespaceMode {
   return oneOf(field, value || 'POD', NAMESPACE_MODES, 'namespace mode');
 }
-
-/**
- * A container that asks for a user namespace of its own (any mode but NODE, the host's) is refused
- * rather than run in the host's: running it would drop the isolation it asked for. Unset options
- * mean the host's, as kubelet sends them for hostUsers: true. `base` names the namespace_options
- * field of the request. (A pod's options are read by userns.ts.)
- */
-export function refuseUserNamespace(
-  base: string,
-  userns: { mode: string | number } | null | undefined,
-): void {
-  if (!userns) return;
-  const mode = namespaceMode(`${base}.userns_options.mode`, userns.mode);
-  if (mode !== 'NODE') {
-    throw new InvalidArgumentError(
-      `${base}.userns_options.mode`,
-      `${mode} asks for a user namespace of its own, and berth does not make user namespaces yet`,
-    );
-  }
-}

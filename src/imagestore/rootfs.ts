@@ -16,7 +16,7 @@
  * Why l/: the overlay's options must fit one page, and the short relative links let them when the
  * layers' absolute paths do not (overlay.ts).
  */
-import { chown, mkdir, readdir, rm, stat, symlink } from 'node:fs/promises';
+import { chmod, chown, mkdir, readdir, rm, stat, symlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 
 import { AlreadyExistsError, InvalidArgumentError, NotFoundError } from '../errors.js';
@@ -28,7 +28,7 @@ import { mountOverlay } from './overlay.js';
 import { RootfsError } from './errors.js';
 import { isErrno } from './fsutil.js';
 import { LayerStore } from './layers.js';
-import { PRIVATE_DIR } from '../file-modes.js';
+import { PASSABLE_DIR, PRIVATE_DIR, passableToPod } from '../file-modes.js';
 
 /** A rootfs stacked more than this many times is not ours to keep unmounting. */
 const MAX_UNMOUNTS = 8;
@@ -81,7 +81,8 @@ export async function prepareRootfs(
 
   // Root's alone, as the layers are: the rootfs and upper/ hold the image's setuid files and those
   // a container makes, and the host sees them without nosuid.
-  await mkdir(join(resolve(rootDir), 'containers'), { recursive: true, mode: PRIVATE_DIR });
+  const containers = join(resolve(rootDir), 'containers');
+  await mkdir(containers, { recursive: true, mode: PRIVATE_DIR });
   try {
     await mkdir(dir, { mode: PRIVATE_DIR });
   } catch (err) {
@@ -89,6 +90,13 @@ export async function prepareRootfs(
     throw err;
   }
   try {
+    // Over idmapped layers every file shows as a mapped id's, setuid ones too, so the way to the
+    // rootfs can open to the pod's root, which runc sets the container up as (see passableToPod).
+    // m/ and work/ stay closed to it (0700).
+    if (idmap) {
+      await Promise.all([chmod(resolve(rootDir), PASSABLE_DIR), chmod(containers, PASSABLE_DIR)]);
+      await passableToPod(dir, idmap.rootGid);
+    }
     const linkDir = idmap ? IDMAPPED_DIR : 'l';
     const links = lowers.map(({ fs }, index) => ({ fs, link: `${linkDir}/${index.toString(36)}` }));
     const lowerdir = links.length > 0 ? links.map(({ link }) => link) : ['empty'];

@@ -13,7 +13,7 @@ import type { BindMount } from '../oci/mounts.js';
 import type { ResolvedUser, UserRequest } from '../oci/user.js';
 import type { IdMappings } from '../oci/userns.js';
 import { INITIAL_CONTAINER_STATE, type ContainerState } from './container-lifecycle.js';
-import type { NamespaceOptions } from './sandbox.js';
+import type { NamespaceOptions, PodUserNamespaceSpec } from './sandbox.js';
 
 export interface ContainerMetadata {
   name: string;
@@ -55,6 +55,13 @@ export interface ContainerResources extends ResourceLimits {
 
 /** CRI has one NamespaceOption message for pods and containers. */
 export type ContainerNamespaces = NamespaceOptions;
+
+/**
+ * The user namespace a CreateContainer asks for: its pod's mappings (or null, the host's), or
+ * 'unset' for none said, which means the pod's. Checked against the pod at create, not stored: a
+ * container always runs in its pod's user namespace.
+ */
+export type ContainerUserNamespace = { asked: PodUserNamespaceSpec | null } | 'unset';
 
 /** Capability names come normalised: upper case without the CAP_ prefix, or "ALL". */
 export interface ContainerSecurity extends ContainerSecurityInput, UserRequest {

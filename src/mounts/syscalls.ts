@@ -7,9 +7,11 @@ import { describeErrno, errnoName, loadLibc } from '../libc.js';
 
 /** mount(2) flags berth uses (linux/mount.h). */
 export const MountFlags = {
+  RDONLY: 0x1,
   NOSUID: 0x2,
   NODEV: 0x4,
   NOEXEC: 0x8,
+  REMOUNT: 0x20,
   BIND: 0x1000,
   REC: 0x4000,
   PRIVATE: 0x40000,

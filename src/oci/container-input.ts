@@ -3,6 +3,7 @@
  * config, the image's config and what src/container/prepare.ts resolved on the host. Plain inputs
  * of oci/'s own, so oci/ knows nothing of pods or of the CRI wire.
  */
+import type { PodUserNamespace } from './userns.js';
 import type { CapabilityRequest, ContainerCapabilities } from './capabilities.js';
 import type { BindMount } from './mounts.js';
 import type { LinuxDevice, LinuxDeviceCgroup, Seccomp } from './spec.js';
@@ -115,6 +116,8 @@ export interface PodNamespacePaths {
   uts: string | null;
   /** The pid namespace the pod shares; null: none, and a container of pid mode POD gets its own. */
   pid: string | null;
+  /** The pod's own user namespace, pinned, with its mappings; null: the host's. Absent: null. */
+  user?: PodUserNamespace | null;
 }
 
 export interface ContainerSpecInput {

@@ -4,14 +4,17 @@
  *
  * The container joins its pod's namespaces by path, as the CRI namespace modes say: the pinned
  * network namespace, and the ipc, uts and pid namespaces the pod has (an infra process's
- * /proc/<pid>/ns/* entries, or pinned files). It always gets its own mount namespace.
+ * /proc/<pid>/ns/* entries, or pinned files), and the pod's pinned user namespace where it has one
+ * (the others are owned by it). It always gets its own mount namespace.
  */
 import { posix } from 'node:path';
 import { InvalidArgumentError } from '../errors.js';
 import { DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS, infraMounts } from './infra.js';
+import { joinUserNamespace, mappingsOf } from './userns.js';
 import { recursiveReadOnlyProblem, type BindMount, type MountPropagation } from './mounts.js';
 import {
   OCI_VERSION,
+  type Linux,
   type LinuxCapabilities,
   type LinuxDeviceCgroup,
   type LinuxNamespace,
@@ -65,6 +68,7 @@ export function buildContainerSpec(input: ContainerSpecInput): Spec {
     mounts: containerMounts(input),
     linux: {
       namespaces: containerNamespaces(input),
+      ...userNamespaceMappings(input),
       cgroupsPath: input.cgroupsPath,
       resources: { ...linuxResources(spec.resources), devices: deviceRules(input) },
       devices: input.devices.map((d) => ({ ...d })),
@@ -177,7 +181,14 @@ export function containerNamespaces(input: ContainerSpecInput): LinuxNamespace[]
   // namespace it is mounted in: without one of its own, the host's whole tree.
   if (input.cgroupNamespace && !input.spec.security.privileged) out.push({ type: 'cgroup' });
   if (!isHostNetwork(input) && pod.network !== null) out.push({ type: 'network', path: pod.network });
+  if (pod.user) out.push(joinUserNamespace(pod.user).namespace);
   return out;
+}
+
+/** A container of its pod's user namespace joins it by path; runc 1.1 wants the mappings too. */
+function userNamespaceMappings(input: ContainerSpecInput): Pick<Linux, 'uidMappings' | 'gidMappings'> {
+  const user = input.podNamespaces.user;
+  return user ? mappingsOf(joinUserNamespace(user)) : {};
 }
 
 /**

@@ -10,6 +10,7 @@ import { FailedPreconditionError } from '../errors.js';
 import { SingleFlight } from '../kit/single-flight.js';
 import { hasInterpreter } from './elf.js';
 import { defaultSeccompProfile } from './seccomp.js';
+import { joinUserNamespace, mappingsOf, type PodUserNamespace } from './userns.js';
 import { OCI_VERSION, type LinuxCapabilities, type LinuxNamespace, type Mount, type Spec } from './spec.js';
 
 /** Where distributions install catatonit, in order of preference. */
@@ -106,6 +107,11 @@ export interface InfraSpecOptions {
   /** Already clamped by the caller (see clampOomScoreAdj). */
   oomScoreAdj: number;
   annotations: Record<string, string>;
+  /**
+   * The pod's own user namespace, which the infra joins, so that the namespaces it makes for the
+   * pod (pid, ipc, uts) are owned by it; null or absent: the host's.
+   */
+  userns?: PodUserNamespace | null;
 }
 
 /** The default capability set of container runtimes (containerd, Docker). */
@@ -172,6 +178,7 @@ export function buildInfraSpec(o: InfraSpecOptions): Spec {
     mounts: infraMounts(),
     linux: {
       namespaces: infraNamespaces(o),
+      ...(o.userns ? mappingsOf(joinUserNamespace(o.userns)) : {}),
       cgroupsPath: o.cgroupsPath,
       sysctl: { ...o.sysctls },
       resources: { devices: [{ allow: o.privileged, access: 'rwm' }] },
@@ -204,6 +211,7 @@ export function infraNamespaces(o: InfraSpecOptions): LinuxNamespace[] {
   if (o.hostname !== '') ns.push({ type: 'uts' });
   ns.push({ type: 'mount' });
   if (o.netnsPath !== null) ns.push({ type: 'network', path: o.netnsPath });
+  if (o.userns) ns.push(joinUserNamespace(o.userns).namespace);
   return ns;
 }
 

@@ -38,6 +38,20 @@ export function joinUserNamespace(
   };
 }
 
+/** The mappings alone, for a spec's `linux`. */
+export function mappingsOf(
+  joined: ReturnType<typeof joinUserNamespace>,
+): Pick<Linux, 'uidMappings' | 'gidMappings'> {
+  return { uidMappings: joined.uidMappings, gidMappings: joined.gidMappings };
+}
+
 function ociMapping(m: IdMapping): LinuxIDMapping {
   return { containerID: m.containerId, hostID: m.hostId, size: m.length };
+}
+
+/** The host id a namespace's id 0 is; a pod's mappings always map it (cri/userns.ts). */
+export function hostIdOfRoot(mappings: readonly IdMapping[]): number {
+  const root = mappings.find((m) => m.containerId === 0);
+  if (root === undefined) throw new Error('the mappings leave id 0 unmapped');
+  return root.hostId;
 }

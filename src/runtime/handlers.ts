@@ -74,9 +74,9 @@ export async function probeFeatures(
   ]);
   return {
     recursiveReadOnlyMounts: kernelHasMountSetattr && mountOptions.includes('rro'),
-    // berth does not yet give a user-namespaced pod's containers idmapped rootfs and volumes, so
-    // such pods are refused whatever the probes say.
-    userNamespaces: false,
+    // The join is only tried where the host can idmap overlay lowers and tmpfs (the probe is
+    // null otherwise), which is all a user-namespaced pod's containers then need.
+    userNamespaces: usernsProbe !== null && usernsFailure === null,
     joinsUserNamespace: usernsFailure === null,
   };
 }

@@ -55,6 +55,18 @@ export function probeUsernsJoin(runc: Runc, opts: UsernsProbeOptions): Promise<s
           flags: MountFlags.BIND,
           data: null,
         });
+        // The bind keeps its source mount's flags: a root dir on a noexec filesystem (a test's in
+        // /run) would fail the probe, though containers' rootfs are overlays of their own. runc
+        // cannot clear noexec in a container of its own user namespace (the flag is locked
+        // there), so it is cleared here, as root.
+        await mountSyscall({
+          source: 'none',
+          target: rootfs,
+          fstype: null,
+          flags:
+            MountFlags.BIND | MountFlags.REMOUNT | MountFlags.RDONLY | MountFlags.NOSUID | MountFlags.NODEV,
+          data: null,
+        });
         await writeFile(join(dir, 'config.json'), JSON.stringify(probeSpec(rootfs, userns)), {
           mode: PRIVATE_FILE,
         });

@@ -36,11 +36,6 @@ export interface SandboxServiceDeps {
    * and undo are recorded) and waits forever, so a test can kill -9 the daemon mid-start.
    */
   pauseBeforeStep?: string;
-  /**
-   * Test-only: RunPodSandbox makes a pod's own user namespace although no handler can run pods in
-   * one yet (CreateContainer still refuses them), so that its steps can be tested on their own.
-   */
-  userNamespacePods?: boolean;
 }
 
 /** What the parts of the sandbox service share. */

@@ -74,11 +74,13 @@ export function podHostname(sandbox: Pick<Sandbox, 'hostNetwork' | 'spec'>): str
 
 /** What the pod's containers join: the infra's /proc entries, or the pins. */
 export function podNamespacePaths(sandbox: PinOwner & Pick<Sandbox, 'pid' | 'netnsPath'>): PodNamespacePaths {
+  const pins = namespacePins(sandbox);
+  const mappings = sandbox.spec.userNamespace;
+  // The pin, also with an infra (which joined it): one path for every container of the pod.
+  const user = pins.user === null || mappings === null ? null : { path: pins.user, ...mappings };
   if (sandbox.infra) {
     const infra = (type: string): string => `/proc/${sandbox.pid}/ns/${type}`;
-    return { network: sandbox.netnsPath, ipc: infra('ipc'), uts: infra('uts'), pid: infra('pid') };
+    return { network: sandbox.netnsPath, ipc: infra('ipc'), uts: infra('uts'), pid: infra('pid'), user };
   }
-  // No container joins the pod's user namespace yet: CreateContainer refuses such pods.
-  const { ipc, uts } = namespacePins(sandbox);
-  return { network: sandbox.netnsPath, ipc, uts, pid: null };
+  return { network: sandbox.netnsPath, ipc: pins.ipc, uts: pins.uts, pid: null, user };
 }

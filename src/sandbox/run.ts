@@ -1,18 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { loadUsableNetwork } from '../cni/readiness.js';
 import type { CniNetworkList } from '../cni/types.js';
-import {
-  AlreadyExistsError,
-  FailedPreconditionError,
-  InvalidArgumentError,
-  UnimplementedError,
-} from '../errors.js';
+import { AlreadyExistsError, FailedPreconditionError, InvalidArgumentError } from '../errors.js';
 import { sandboxChange } from '../events/lifecycle.js';
 import { createPinnedNamespaces, createPinnedNetns } from '../netns/index.js';
 import { createPinnedNamespacesIn, createPinnedUserns } from '../netns/userns.js';
 import { buildInfraSpec } from '../oci/infra.js';
+import { hostIdOfRoot } from '../oci/userns.js';
 import { clampOomScoreAdj } from '../oci/oom.js';
 import { newSandbox, type Sandbox, type SandboxSpec } from '../model/sandbox.js';
 import type { SandboxContext } from './context.js';
@@ -30,9 +26,10 @@ import {
   needsInfra,
   pinDir,
   podHostname,
+  podNamespacePaths,
 } from './namespaces.js';
 import { nowNanos } from '../time.js';
-import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
+import { PASSABLE_DIR, PRIVATE_DIR, PRIVATE_FILE, passableToPod } from '../file-modes.js';
 
 /** The infra process should be the last thing the OOM killer picks in a pod. */
 const INFRA_OOM_SCORE_ADJ = -998;
@@ -76,12 +73,6 @@ export class SandboxRun {
     const netnsName = `${NETNS_PREFIX}${id}`;
     const netnsPath = hostNetwork ? null : join(config.netnsDir, netnsName);
     const infra = needsInfra(config.podInfra, spec);
-    if (spec.userNamespace !== null && infra) {
-      // Its rootfs is in berth's root dir, which the namespace's root cannot enter; see issue 25.
-      throw new UnimplementedError(
-        'a pod of its own user namespace that needs an infra process (pod_infra always, or a shared pid namespace) is not supported yet',
-      );
-    }
 
     let defaultNetwork: CniNetworkList | null = null;
     if (!hostNetwork) {
@@ -123,8 +114,15 @@ export class SandboxRun {
         steps.run('sandbox-dir', async () => {
           steps.onUndo('sandbox-dir', () => this.teardown.removeDir(id));
           // Its files reach the containers by bind mount, which needs no way through for their
-          // users; the pod's shm is a 1777 tmpfs in it that no host user may enter.
+          // users (but for a pod's own root, below); the pod's shm is a 1777 tmpfs in it that no
+          // other host user may enter.
           await mkdir(sandboxDir, { recursive: true, mode: PRIVATE_DIR });
+          if (spec.userNamespace !== null) {
+            // runc sets the infra and containers up as the pod's root, which must reach the infra
+            // rootfs and the pod's files (see passableToPod).
+            await Promise.all([config.rootDir, dirname(sandboxDir)].map((dir) => chmod(dir, PASSABLE_DIR)));
+            await passableToPod(sandboxDir, hostIdOfRoot(spec.userNamespace.gids));
+          }
           await writeResolvConf(sandboxDir, spec.dnsConfig);
           await writeHostnameFile(sandboxDir, spec.hostname);
           if (spec.namespaces.ipc !== 'NODE') {
@@ -139,7 +137,7 @@ export class SandboxRun {
         netnsPath && defaultNetwork
           ? this.addNetwork(steps, id, netnsPath, spec, defaultNetwork)
           : Promise.resolve(),
-        infra ? this.startInfra(steps, handler, id, spec, sandboxDir, netnsPath) : Promise.resolve(),
+        infra ? this.startInfra(steps, handler, sandbox) : Promise.resolve(),
       ]);
       const ready = sandboxes.markReady(id);
       this.deps.events.publish(sandboxChange('STARTED', id));
@@ -169,7 +167,7 @@ export class SandboxRun {
   private async pin(steps: Steps, sandbox: Sandbox, netnsName: string): Promise<void> {
     await this.pinUserNamespace(steps, sandbox);
     if (!sandbox.infra) return this.pinNamespaces(steps, sandbox);
-    return sandbox.netnsPath ? this.pinNetns(steps, sandbox.id, netnsName) : Promise.resolve();
+    return sandbox.netnsPath ? this.pinNetns(steps, sandbox, netnsName) : Promise.resolve();
   }
 
   private async pinUserNamespace(steps: Steps, sandbox: Sandbox): Promise<void> {
@@ -184,12 +182,23 @@ export class SandboxRun {
     });
   }
 
-  /** A pod with an infra: the netns alone is pinned; the infra makes and holds the rest. */
-  private async pinNetns(steps: Steps, id: string, netnsName: string): Promise<void> {
+  /**
+   * A pod with an infra: the netns alone is pinned; the infra makes and holds the rest. Made in the
+   * pod's user namespace where it has one, as the infra's own are, so that /sys mounts there.
+   */
+  private async pinNetns(steps: Steps, sandbox: Sandbox, netnsName: string): Promise<void> {
     const { config } = this.deps;
+    const { user } = namespacePins(sandbox);
+    const net = sandbox.netnsPath;
     await steps.run('netns', async () => {
-      steps.onUndo('netns', () => this.teardown.removeNetns(id));
-      await createPinnedNetns(config.netnsDir, netnsName, config.runtimeTimeoutMs);
+      steps.onUndo('netns', () => this.teardown.removeNetns(sandbox.id));
+      await (user === null || net === null
+        ? createPinnedNetns(config.netnsDir, netnsName, config.runtimeTimeoutMs)
+        : createPinnedNamespacesIn(
+            user,
+            { net, ipc: null, uts: null, hostname: '', sysctls: {} },
+            config.runtimeTimeoutMs,
+          ));
     });
   }
 
@@ -244,15 +253,9 @@ export class SandboxRun {
     });
   }
 
-  private async startInfra(
-    steps: Steps,
-    runtime: RuntimeHandler,
-    id: string,
-    spec: SandboxSpec,
-    sandboxDir: string,
-    netnsPath: string | null,
-  ): Promise<void> {
+  private async startInfra(steps: Steps, runtime: RuntimeHandler, sandbox: Sandbox): Promise<void> {
     const { store } = this.deps;
+    const { id, spec, sandboxDir, netnsPath } = sandbox;
     await steps.run('infra-create', async () => {
       steps.onUndo('infra-create', () => this.teardown.deleteInfra(id));
       const bundleDir = join(sandboxDir, 'bundle');
@@ -270,6 +273,7 @@ export class SandboxRun {
         supplementalGroups: spec.security.supplementalGroups,
         privileged: spec.security.privileged,
         oomScoreAdj: clampOomScoreAdj(INFRA_OOM_SCORE_ADJ),
+        userns: podNamespacePaths(sandbox).user ?? null,
         annotations: {
           'io.kubernetes.cri.container-type': 'sandbox',
           'io.kubernetes.cri.sandbox-id': id,

@@ -36,7 +36,6 @@ export class SandboxService {
    * when its probes did. An unknown handler says no; the run refuses it by name.
    */
   userNamespacePods(name: string): boolean {
-    if (this.deps.userNamespacePods === true) return true;
     return this.deps.runtimes.find(name)?.features.userNamespaces ?? false;
   }
 

@@ -1,5 +1,5 @@
 /** What the sandbox service reports and filters by; the stored pod itself is src/model/sandbox.ts. */
-import type { NamespaceOptions, PodMetadata } from '../model/sandbox.js';
+import type { NamespaceOptions, PodMetadata, PodUserNamespaceSpec } from '../model/sandbox.js';
 
 export type SandboxStateName = 'SANDBOX_READY' | 'SANDBOX_NOTREADY';
 
@@ -12,6 +12,8 @@ export interface SandboxView {
   ip: string;
   additionalIps: string[];
   namespaces: NamespaceOptions;
+  /** The pod's own user namespace's mappings; null: the host's. */
+  userNamespace: PodUserNamespaceSpec | null;
   labels: Record<string, string>;
   annotations: Record<string, string>;
   runtimeHandler: string;

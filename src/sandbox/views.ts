@@ -48,6 +48,7 @@ function toView(sandbox: Sandbox): SandboxView {
     ip: sandbox.ip,
     additionalIps: sandbox.additionalIps,
     namespaces: spec.namespaces,
+    userNamespace: spec.userNamespace,
     labels: spec.labels,
     annotations: spec.annotations,
     runtimeHandler: sandbox.runtimeHandler,

@@ -293,4 +293,24 @@ describe('idmapped mounts with a pinned user namespace', { skip: rootSkip }, () 
     assert.deepEqual(await runc.list(), []);
     assert.equal((await readFile('/proc/self/mountinfo', 'utf8')).includes(scratchParent), false);
   });
+
+  test('the join probe runs where the root dir is a noexec filesystem (the VM keeps it in /run)', async () => {
+    const noexec = join(dir, 'noexec');
+    await mkdir(noexec);
+    const flags = MountFlags.NOEXEC | MountFlags.NOSUID | MountFlags.NODEV;
+    await mountSyscall({ source: 'tmpfs', target: noexec, fstype: 'tmpfs', flags, data: 'mode=711' });
+    mounts.push(noexec);
+    // A bind keeps its source's flags: the infra rootfs is what must be executable.
+    const rootfs = await ensureInfraRootfs(join(noexec, 'root'));
+    const runc = new Runc({
+      binary: 'runc',
+      root: join(dir, 'runc'),
+      systemdCgroup: false,
+      timeoutMs: TIMEOUT_MS,
+    });
+    const scratchParent = join(noexec, 'probe');
+    await mkdir(scratchParent, { mode: 0o711 });
+    assert.equal(await probeUsernsJoin(runc, { rootfs, scratchParent, timeoutMs: TIMEOUT_MS }), null);
+    assert.deepEqual(await readdir(scratchParent), []);
+  });
 });

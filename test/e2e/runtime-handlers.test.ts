@@ -85,9 +85,17 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
       res.runtime_handlers.map((h) => h.name),
       ['', 'runc', HANDLER],
     );
+    // Pods of their own user namespace wherever the host can idmap (its probe, in verbose Status)
+    // and the handler's runc joined a pinned user namespace (this one's can).
+    const verbose = await daemon.cri.call<StatusResponse>('Status', { verbose: true });
+    const { overlayLower, tmpfs } = (JSON.parse(verbose.info.features ?? '{}') as { host: HostFeatures }).host
+      .idmappedMounts;
     for (const handler of res.runtime_handlers) {
-      // This kernel (>= 5.12) and Debian's runc both support rro; berth sets up no user namespaces.
-      assert.deepEqual(handler.features, { recursive_read_only_mounts: true, user_namespaces: false });
+      // This kernel (>= 5.12) and Debian's runc both support rro.
+      assert.deepEqual(handler.features, {
+        recursive_read_only_mounts: true,
+        user_namespaces: overlayLower && tmpfs,
+      });
     }
   });
 
@@ -112,14 +120,14 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     for (const size of shown.host.hugetlb.pageSizes) assert.match(size, /^\d+[KMG]B$/);
     assert.equal(typeof shown.host.idmappedMounts.mountSetattr, 'boolean');
     // Where the host can idmap (this one's kernel can), each handler's runc tried, and could, run a
-    // container in a pinned user namespace; kubelet is still told no until pods can have one.
+    // container in a pinned user namespace; kubelet is told so.
     const { overlayLower, tmpfs } = shown.host.idmappedMounts;
     assert.ok(shown.host.criu === null || shown.host.criu.version !== '');
     assert.deepEqual(Object.keys(shown.runtimeHandlers), ['runc', HANDLER]);
     for (const name of ['runc', HANDLER]) {
       assert.deepEqual(shown.runtimeHandlers[name], {
         recursiveReadOnlyMounts: true,
-        userNamespaces: false,
+        userNamespaces: overlayLower && tmpfs,
         joinsUserNamespace: overlayLower && tmpfs,
       });
     }

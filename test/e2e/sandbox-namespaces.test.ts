@@ -7,7 +7,8 @@
  * docker-registry. Traffic only inside the pod.
  */
 import assert from 'node:assert/strict';
-import { readlink, stat } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdir, readlink, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
@@ -17,9 +18,12 @@ import { busyboxLayer, pushImage, type PushedImage } from '../harness/images.js'
 import { nsInode } from '../harness/namespaces.js';
 import { containerConfig, execText, podStatus, runPod, startContainer, type Pod } from '../harness/pods.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
+import { writeRuncWrapper } from '../harness/runtime-wrapper.js';
 import { registrySkip as skip } from '../harness/skip.js';
 
 const SUITE_TIMEOUT_MS = 600_000;
+const NO_USERNS = 'no-userns';
+const FIXTURE_DIR = join('/run', `berth-test-ns-${randomBytes(4).toString('hex')}`);
 
 /** What kubelet sends for a pod without shareProcessNamespace, hostNetwork, hostIPC or hostPID. */
 const KUBELET_NAMESPACES = { network: 'POD', pid: 'CONTAINER', ipc: 'POD' };
@@ -44,13 +48,28 @@ for (const mode of ['auto', 'always'] as const) {
         layers: [layer],
         config: { Cmd: ['/bin/sleep', '1000'], WorkingDir: '/' },
       });
-      daemon = await TestDaemon.create({ cni: 'bridge', extraArgs: ['--pod-infra', mode] });
+      // A handler whose runtime cannot join a user namespace (the probe's container fails), so
+      // that it reports user_namespaces false on any host.
+      await mkdir(FIXTURE_DIR, { recursive: true });
+      const noUserns = await writeRuncWrapper(join(FIXTURE_DIR, `no-userns-${mode}`), [
+        'case "$*" in *berth-userns-probe-*) echo "no user namespaces here" >&2; exit 1;; esac',
+      ]);
+      daemon = await TestDaemon.create({
+        cni: 'bridge',
+        extraArgs: [
+          '--pod-infra',
+          mode,
+          '--runtime-handler',
+          `${NO_USERNS}=${noUserns}:${join(FIXTURE_DIR, `no-userns-${mode}-root`)}`,
+        ],
+      });
       await daemon.cri.callImage('PullImage', { image: { image: image.reference } });
     });
 
     after(async () => {
       await daemon?.destroy();
       await registry?.stop();
+      await rm(FIXTURE_DIR, { recursive: true, force: true });
     });
 
     /** A pod, and what its containers are created with: its namespace options, as kubelet does. */
@@ -178,7 +197,7 @@ for (const mode of ['auto', 'always'] as const) {
       await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: pod.id });
     });
 
-    it('refuses a pod that asks for a user namespace of its own, naming the field, and makes nothing', async () => {
+    it('refuses a pod that asks for a user namespace of its own where its handler cannot, naming the field, and makes nothing', async () => {
       const mapping = [{ container_id: 0, host_id: 65536, length: 65536 }];
       const config = daemon.pod(`userns-${mode}`, {
         linux: {
@@ -191,7 +210,7 @@ for (const mode of ['auto', 'always'] as const) {
         },
       });
       await rejectsWith(
-        daemon.cri.call('RunPodSandbox', { config }),
+        daemon.cri.call('RunPodSandbox', { config, runtime_handler: NO_USERNS }),
         status.INVALID_ARGUMENT,
         /namespace_options\.userns_options\.mode/,
       );

@@ -1,9 +1,9 @@
 /**
  * A pod of its own user namespace (kubelet's hostUsers: false), as far as berth makes one: the
  * namespace pinned with kubelet's mappings, the pod's network, IPC and UTS namespaces owned by it,
- * validation as kubelet and critest expect it, teardown, restart and kill -9 at each step. berthd
- * runs with its test-only switch that lets RunPodSandbox make such pods before containers can run
- * in them (CreateContainer still refuses). Real berthd, CNI, nsenter; needs root.
+ * validation as kubelet and critest expect it, teardown, restart and kill -9 at each step (its
+ * containers: userns-containers.test.ts). Real berthd, CNI, nsenter; needs root and a host whose
+ * probes let berth run such pods.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -64,7 +64,7 @@ async function assertNothingLeft(daemon: TestDaemon): Promise<void> {
 }
 
 describe('pods of their own user namespace', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
-  const daemon = useDaemon({ env: { BERTH_TEST_USERNS_PODS: '1' } });
+  const daemon = useDaemon();
 
   test("RunPodSandbox pins the pod's user namespace with kubelet's mappings, owning its other namespaces", async () => {
     const d = daemon();
@@ -116,16 +116,20 @@ describe('pods of their own user namespace', { skip, timeout: SUITE_TIMEOUT_MS }
     await assert.rejects(nsenter(stranger, ['hostname', 'renamed-by-stranger']), /must be root/);
     await stopAndRemovePod(d.cri, other);
 
-    // Until containers can run in it, a container of this pod is refused, not run in the host's
+    // A container of this pod that asks for the host's user namespace is refused, not run in it
     // (before its image is even looked up).
+    const hostUsers = { ...NS_OPTIONS, userns_options: { mode: 'NODE', uids: [], gids: [] } };
     await rejectsWith(
       d.cri.call('CreateContainer', {
         pod_sandbox_id: id,
-        config: containerConfig('c', 'berth.test/no-such-image:1', { command: ['/bin/true'] }),
+        config: containerConfig('c', 'berth.test/no-such-image:1', {
+          command: ['/bin/true'],
+          linux: { security_context: { namespace_options: hostUsers } },
+        }),
         sandbox_config: config,
       }),
-      status.FAILED_PRECONDITION,
-      /user namespace of its own/,
+      status.INVALID_ARGUMENT,
+      /userns_options\.mode: NODE asks for the host's user namespace/,
     );
 
     await stopAndRemovePod(d.cri, id);

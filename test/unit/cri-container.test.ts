@@ -717,6 +717,20 @@ describe('invalid CreateContainer requests name the field', () => {
           pid: 'POD',
           ipc: 'POD',
           target_id: '',
+          userns_options: { mode: 'CONTAINER', uids: [], gids: [] },
+        },
+      }),
+    ],
+    // Mode POD is read as a pod's is: one mapping of each kind (whether they are the pod's is the
+    // domain's check, at create).
+    [
+      `${SC}.namespace_options.userns_options.uids`,
+      withSecurity({
+        namespace_options: {
+          network: 'POD',
+          pid: 'POD',
+          ipc: 'POD',
+          target_id: '',
           userns_options: { mode: 'POD', uids: [], gids: [] },
         },
       }),

@@ -751,3 +751,27 @@ test('deviceFromPath: a directory maps every device beneath it', async (t) => {
     [['/dev/vnet/tun', 'c', 10, 200]],
   );
 });
+
+test("namespaces: a pod's own user namespace is joined by its pin, with its mappings", () => {
+  const spec = containerSpec(
+    {},
+    { namespaces: { network: 'POD', pid: 'CONTAINER', ipc: 'POD', targetId: '' } },
+  );
+  const mapping = (hostId: number) => [{ containerId: 0, hostId, length: 65536 }];
+  const user = { path: '/sb/ns/user', uids: mapping(65536), gids: mapping(131072) };
+  const podNamespaces = {
+    network: '/run/berth/netns/pod',
+    ipc: '/sb/ns/ipc',
+    uts: '/sb/ns/uts',
+    pid: null,
+    user,
+  };
+  const linux = buildContainerSpec(input(spec, { podNamespaces })).linux;
+  assert.deepEqual(linux?.namespaces?.at(-1), { type: 'user', path: '/sb/ns/user' });
+  assert.deepEqual(linux?.uidMappings, [{ containerID: 0, hostID: 65536, size: 65536 }]);
+  assert.deepEqual(linux?.gidMappings, [{ containerID: 0, hostID: 131072, size: 65536 }]);
+  // The host's: none of it.
+  const host = buildContainerSpec(input(spec, { podNamespaces: { ...podNamespaces, user: null } })).linux;
+  assert.ok(!host?.namespaces?.some((n) => n.type === 'user'));
+  assert.equal(host?.uidMappings, undefined);
+});

@@ -145,3 +145,12 @@ test('ensureInfraRootfs: a clear error without a usable catatonit', async () => 
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test("an infra of a pod's own user namespace joins it, so that the namespaces it makes are owned by it", () => {
+  const mapping = [{ containerId: 0, hostId: 65536, length: 65536 }];
+  const spec = buildInfraSpec(options({ userns: { path: '/sb/ns/user', uids: mapping, gids: mapping } }));
+  assert.ok(spec.linux?.namespaces?.some((n) => n.type === 'user' && n.path === '/sb/ns/user'));
+  assert.deepEqual(spec.linux?.uidMappings, [{ containerID: 0, hostID: 65536, size: 65536 }]);
+  assert.deepEqual(spec.linux?.gidMappings, [{ containerID: 0, hostID: 65536, size: 65536 }]);
+  assert.equal(buildInfraSpec(options()).linux?.uidMappings, undefined);
+});

@@ -32,6 +32,7 @@ describe('pod namespaces', () => {
       ipc: '/proc/4242/ns/ipc',
       uts: '/proc/4242/ns/uts',
       pid: '/proc/4242/ns/pid',
+      user: null,
     });
     assert.deepEqual(pinPaths(pod), [], 'a pod with an infra pins nothing but its netns');
   });
@@ -43,6 +44,7 @@ describe('pod namespaces', () => {
       ipc: '/var/lib/berth/sandboxes/pod1/ns/ipc',
       uts: '/var/lib/berth/sandboxes/pod1/ns/uts',
       pid: null,
+      user: null,
     });
   });
 
@@ -60,7 +62,13 @@ describe('pod namespaces', () => {
       spec: withNamespaces({ network: 'NODE', pid: 'CONTAINER', ipc: 'NODE' }),
     });
     assert.deepEqual(pinPaths(hostAll), []);
-    assert.deepEqual(podNamespacePaths(hostAll), { network: null, ipc: null, uts: null, pid: null });
+    assert.deepEqual(podNamespacePaths(hostAll), {
+      network: null,
+      ipc: null,
+      uts: null,
+      pid: null,
+      user: null,
+    });
   });
 
   it('pins the user namespace of a pod that has its own beside its others, and tears it down with them', () => {
@@ -69,13 +77,22 @@ describe('pod namespaces', () => {
     const dir = '/var/lib/berth/sandboxes/pod1/ns';
     assert.deepEqual(namespacePins(pod), { user: `${dir}/user`, ipc: `${dir}/ipc`, uts: `${dir}/uts` });
     assert.deepEqual(pinPaths(pod), [`${dir}/ipc`, `${dir}/uts`, `${dir}/user`]);
-    // Containers do not join it yet: CreateContainer refuses such pods.
+    // Containers join it by its pin, with its mappings (runc 1.1 wants them).
     assert.deepEqual(podNamespacePaths(pod), {
       network: '/var/run/netns/berth-pod1',
       ipc: `${dir}/ipc`,
       uts: `${dir}/uts`,
       pid: null,
+      user: { path: `${dir}/user`, ...userNamespace },
     });
+    // With an infra too, which joined the same pin.
+    const withInfra = sandbox({
+      infra: true,
+      pid: 4242,
+      spec: { ...withNamespaces({ pid: 'POD' }), userNamespace },
+    });
+    assert.deepEqual(pinPaths(withInfra), [`${dir}/user`]);
+    assert.deepEqual(podNamespacePaths(withInfra).user, { path: `${dir}/user`, ...userNamespace });
   });
 });
 
