@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { chmod, chown, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -259,6 +259,43 @@ describe('containers of a pod of its own user namespace', { skip, timeout: SUITE
       }
     } finally {
       await rm(shared, { recursive: true, force: true });
+    }
+  });
+
+  test("volumes as kubelet sends them, with the pod's mappings: files show their on-disk owners inside", async () => {
+    const d = daemon();
+    const dir = await mkdtemp(join(tmpdir(), 'berth-userns-volume-'));
+    const hostId = 65536 * 25;
+    try {
+      await writeFile(join(dir, 'root-owned'), 'r\n');
+      await writeFile(join(dir, 'app-owned'), 'a\n');
+      await chown(join(dir, 'app-owned'), 1000, 1000);
+      const m = mapping(hostId);
+      const mounts = [{ container_path: '/data', host_path: dir, uidMappings: m, gidMappings: m }];
+      const pod = await runPod(d.cri, usernsPodConfig(`userns-vol-${hex()}`, hostId));
+      try {
+        const ctr = await startContainer(d.cri, pod, usernsContainer('v', image(), hostId, { mounts }));
+        const owners = await execText(d.cri, ctr, [
+          'stat',
+          '-c',
+          '%n %u:%g',
+          '/data/root-owned',
+          '/data/app-owned',
+        ]);
+        assert.equal(owners, '/data/root-owned 0:0\n/data/app-owned 1000:1000\n');
+        // The pod's root writes as the volume's root: kubelet's emptyDir and configMap files stay root's.
+        await execText(d.cri, ctr, [
+          'sh',
+          '-c',
+          'echo w > /data/written && chown 1000:1000 /data/root-owned',
+        ]);
+        assert.equal((await stat(join(dir, 'written'))).uid, 0);
+        assert.equal((await stat(join(dir, 'root-owned'))).uid, 1000);
+      } finally {
+        await stopAndRemovePod(d.cri, pod.id);
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
   });
 
