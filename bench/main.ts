@@ -4,14 +4,23 @@
  * `--compare` (or BENCH_COMPARE) is given (the others have berth's figures alone). Arguments that are not bench
  * names (`--compare unix:///path`, `--runs 2`, ...) go to the CRI benchmark; the others read
  * their sizes from the environment (see each file's header).
- * Usage: node dist/bench/main.js [sandbox|image|container|containers-list|streaming|recovery|cri ...]
+ * Usage: node dist/bench/main.js [sandbox|image|container|containers-list|streaming|recovery|userns|cri ...]
  *          [cri flags]
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { runBench } from './run.js';
 
-const BENCHES = ['sandbox', 'image', 'container', 'containers-list', 'streaming', 'recovery', 'cri'] as const;
+const BENCHES = [
+  'sandbox',
+  'image',
+  'container',
+  'containers-list',
+  'streaming',
+  'recovery',
+  'userns',
+  'cri',
+] as const;
 type BenchName = (typeof BENCHES)[number];
 /** A hung benchmark must end the run rather than hold it forever; a full CRI run takes minutes. */
 const BENCH_TIMEOUT_MS = 2 * 60 * 60 * 1000;
