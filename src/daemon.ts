@@ -81,7 +81,7 @@ export async function startDaemon(
     scratchDir: join(config.rootDir, 'probe'),
   });
   // RuntimeDefault containers are confined by it (see oci/apparmor.ts); start-up fails without it.
-  const appArmor = await setUpAppArmor(probed.appArmor.enabled, { timeoutMs: config.runtimeTimeoutMs });
+  const appArmor = await setUpAppArmor(probed.appArmor, { timeoutMs: config.runtimeTimeoutMs });
   const host = { ...probed, appArmor };
   logger.info({ features: host }, 'host features');
   await prepareNetnsDir(config.netnsDir);
