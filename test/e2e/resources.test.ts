@@ -30,9 +30,9 @@ import {
 const MiB = 1024 * 1024;
 const OOM_WAIT_MS = 60_000;
 /**
- * OOM-killed containers per driver. With the systemd driver the kill was reported as Error about
- * one time in four (systemd removed the emptied scope before conmon read its memory.events), so
- * one is not enough to show it; raise it to measure, the suite keeps the VM run cheap.
+ * OOM-killed containers per driver. With the systemd driver the kill was once reported as Error 3
+ * times in 16 (systemd removed the emptied scope before conmon read its memory.events), so one is
+ * not enough to show it; raise it to measure, the suite keeps the VM run cheap.
  */
 const OOM_RUNS = Math.max(1, Math.trunc(Number(process.env.BERTH_OOM_RUNS ?? '3')) || 3);
 const SUITE_TIMEOUT_MS = 240_000 + OOM_RUNS * 60_000;
