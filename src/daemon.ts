@@ -1,6 +1,8 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { cgroupManager } from './cgroups/index.js';
+import { oomWitness } from './container/oom-witness.js';
+import { probeSystemd } from './host/systemd.js';
 import { lockDirs, type DirLocks } from './dir-lock.js';
 import { ensureDir, PASSABLE_DIR, PRIVATE_DIR } from './file-modes.js';
 import { Cni } from './cni/index.js';
@@ -78,7 +80,7 @@ export async function startDaemon(
     scratchDir: join(config.rootDir, 'probe'),
   });
   // RuntimeDefault containers are confined by it (see oci/apparmor.ts); start-up fails without it.
-  const appArmor = await setUpAppArmor(probed.appArmor.enabled, { timeoutMs: config.runtimeTimeoutMs });
+  const appArmor = await setUpAppArmor(probed.appArmor, { timeoutMs: config.runtimeTimeoutMs });
   const host = { ...probed, appArmor };
   logger.info({ features: host }, 'host features');
   await prepareNetnsDir(config.netnsDir);
@@ -104,8 +106,15 @@ export async function startDaemon(
   // conmon writes here; both outlive berthd, so exits that happen while it is down are not lost.
   const exitDir = join(config.stateDir, 'exits');
   const persistDir = join(config.stateDir, 'monitor');
-  const exits = new ExitWatcher(exitDir, logger, persistDir);
-  const cgroups = cgroupManager(config.cgroupDriver, host.cgroups);
+  const systemd = config.cgroupDriver === 'systemd' ? await probeSystemd(config.runtimeTimeoutMs) : undefined;
+  const cgroups = cgroupManager(config.cgroupDriver, host.cgroups, systemd);
+  // An OOM kill conmon could not see (its cgroup gone first) may still be known to the driver.
+  const exits = new ExitWatcher(
+    exitDir,
+    logger,
+    persistDir,
+    oomWitness(store, cgroups, config.runtimeTimeoutMs),
+  );
   const monitorCgroup = cgroups.monitors(config.monitorCgroup);
   const strayMonitors = await monitorCgroup.adoptStrays(exitDir);
   if (strayMonitors.length > 0) logger.info({ pids: strayMonitors }, 'moved monitors into their cgroup');

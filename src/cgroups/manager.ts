@@ -52,6 +52,22 @@ export abstract class CgroupManager {
     return readCgroupDetailAt(this.host, rel);
   }
 
+  /**
+   * OCI annotations for runc to set as properties of the unit it makes for a container whose v2
+   * files are `unified`; the systemd driver's business only.
+   */
+  unitAnnotations(_unified: Record<string, string>): Record<string, string> {
+    return {};
+  }
+
+  /**
+   * The systemd unit that records whether the container at `cgroupsPath` (v2 files `unified`) was
+   * OOM-killed, past its cgroup's removal; null where none does (the systemd driver's business).
+   */
+  oomRecordingUnit(_cgroupsPath: string, _unified: Record<string, string>): string | null {
+    return null;
+  }
+
   /** Removes a container's cgroup from every hierarchy, killing what still runs in it. */
   removeContainerCgroup(cgroupsPath: string, timeoutMs: number): Promise<void> {
     return removeCgroupEverywhere(this.relativePath(cgroupsPath), timeoutMs, this.host.mountPoints);

@@ -4,12 +4,48 @@
  */
 import { InvalidArgumentError } from '../errors.js';
 import { CgroupManager, checkedRelative } from './manager.js';
+import type { CgroupHost } from './probe.js';
 
 /** Where containers of pods without a cgroup parent go; also runc's default for an empty slice. */
 const DEFAULT_SLICE = 'system.slice';
 
+/** The OCI annotation runc turns into a property of the scope it makes (a D-Bus variant's text). */
+const OOM_POLICY_ANNOTATION = 'org.systemd.property.OOMPolicy';
+
+/** What the node's systemd can do, probed (host/systemd.ts). */
+export interface SystemdOptions {
+  /** It takes OOMPolicy= for scopes (version 253 on); older ones refuse it, failing runc. */
+  scopeOomPolicy: boolean;
+}
+
 export class SystemdManager extends CgroupManager {
   readonly driver = 'systemd';
+
+  constructor(
+    host: CgroupHost,
+    private readonly systemd: SystemdOptions,
+  ) {
+    super(host);
+  }
+
+  /**
+   * With kubelet's memory.oom.group the kernel kills the whole container on an OOM, so having
+   * systemd stop the scope then (OOMPolicy=stop) changes nothing in the container, and makes
+   * systemd record the kill as the scope's Result (see host/systemd.ts). Without the group kill it
+   * would stop a container the kernel left running, so the policy stays systemd's.
+   */
+  override unitAnnotations(unified: Record<string, string>): Record<string, string> {
+    return this.oomRecordingUnitFor(unified) ? { [OOM_POLICY_ANNOTATION]: "'stop'" } : {};
+  }
+
+  override oomRecordingUnit(cgroupsPath: string, unified: Record<string, string>): string | null {
+    if (!this.oomRecordingUnitFor(unified)) return null;
+    return this.relativePath(cgroupsPath).split('/').pop() ?? null;
+  }
+
+  private oomRecordingUnitFor(unified: Record<string, string>): boolean {
+    return this.systemd.scopeOomPolicy && unified['memory.oom.group']?.trim() === '1';
+  }
 
   /** "slice:prefix:name", as runc's --systemd-cgroup expects; runc creates the scope itself. */
   cgroupsPath(parent: string, id: string): string {

@@ -62,9 +62,12 @@ export interface PreparedSpec {
 export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
   const { sandbox } = input;
   checkImageEnv(input.image.config.Env, input.image.name);
+  const resources = input.cgroups.supportedResources(input.spec.resources, 'config.linux.resources');
   const spec = {
     ...input.spec,
-    resources: input.cgroups.supportedResources(input.spec.resources, 'config.linux.resources'),
+    resources,
+    // After the request's own: the unit's properties are the driver's to set.
+    annotations: { ...input.spec.annotations, ...input.cgroups.unitAnnotations(resources.unified) },
   };
   // An infra's namespaces are joined through its /proc entries: a dead infra would fail late.
   if (sandbox.infra && !(await isRunning(sandbox.pid))) {

@@ -17,8 +17,12 @@ import { DEFAULT_APPARMOR_PROFILE, defaultAppArmorProfile } from '../oci/apparmo
 const LOADED_PROFILES = '/sys/kernel/security/apparmor/profiles';
 
 /** Loads berth's default profile where AppArmor is enabled; throws, saying why, when it cannot. */
-export async function setUpAppArmor(enabled: boolean, opts: { timeoutMs: number }): Promise<AppArmorHost> {
-  if (!enabled) return { enabled, defaultProfile: null };
+export async function setUpAppArmor(
+  probed: AppArmorHost,
+  opts: { timeoutMs: number },
+): Promise<AppArmorHost> {
+  const { enabled } = probed;
+  if (!enabled) return probed;
   let parser: string;
   try {
     parser = await findProgram('apparmor_parser');

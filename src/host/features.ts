@@ -4,7 +4,7 @@
  * of what a runtime handler can do (rro mounts, joining a user namespace) belong to the handler.
  * criu is information only: berth runs none yet.
  */
-import { readdir, readFile } from 'node:fs/promises';
+import { access, constants, readdir, readFile, stat } from 'node:fs/promises';
 import { release } from 'node:os';
 import { probeCgroupHost, type CgroupHost } from '../cgroups/probe.js';
 import { findProgram, run } from '../exec.js';
@@ -15,8 +15,8 @@ import { probeIdmapSupport, type IdmapSupport } from './idmap-probe.js';
 export interface HostFeatures {
   cgroups: CgroupHost;
   /**
-   * Whether the AppArmor LSM is enabled, and the default profile berthd loaded there at start-up
-   * (host/apparmor.ts; the probe itself loads nothing and answers null).
+   * Whether AppArmor is usable (probeAppArmor), and the default profile berthd loaded there at
+   * start-up (host/apparmor.ts; the probe itself loads nothing and answers null).
    */
   appArmor: AppArmorHost;
   /** The kernel filters syscalls (CONFIG_SECCOMP_FILTER), with the actions it offers. */
@@ -41,7 +41,7 @@ export interface HostProbeOptions {
 export async function probeHostFeatures(opts: HostProbeOptions): Promise<HostFeatures> {
   const [cgroups, appArmor, seccomp, pageSizes, idmapped, criu] = await Promise.all([
     probeCgroupHost(),
-    appArmorEnabled(),
+    probeAppArmor(),
     seccompSupport(),
     hugePageSizes(),
     idmappedMounts(opts),
@@ -49,7 +49,7 @@ export async function probeHostFeatures(opts: HostProbeOptions): Promise<HostFea
   ]);
   return {
     cgroups,
-    appArmor: { enabled: appArmor, defaultProfile: null },
+    appArmor,
     seccomp,
     hugetlb: { pageSizes },
     idmappedMounts: { kernel: release(), ...idmapped },
@@ -57,10 +57,58 @@ export async function probeHostFeatures(opts: HostProbeOptions): Promise<HostFea
   };
 }
 
-/** Without the module, or with it disabled at boot, there is no such file or it says "N". */
-async function appArmorEnabled(): Promise<boolean> {
-  const text = await readFile('/sys/module/apparmor/parameters/enabled', 'utf8').catch(() => 'N');
-  return text.trim() === 'Y';
+/** What the AppArmor probe looks at; other paths only in tests. */
+export interface AppArmorPaths {
+  /** Without the module, or with it disabled at boot, there is no such file or it says "N". */
+  enabledFile: string;
+  /** The module's securityfs interface, where profiles are loaded and listed. */
+  securityDir: string;
+  /** The program that loads profiles, by name (looked up in PATH) or path. */
+  parser: string;
+}
+
+const APPARMOR_PATHS: AppArmorPaths = {
+  enabledFile: '/sys/module/apparmor/parameters/enabled',
+  securityDir: '/sys/kernel/security/apparmor',
+  parser: 'apparmor_parser',
+};
+
+/**
+ * AppArmor is usable only with the module enabled, its securityfs interface mounted (runc, like
+ * berth, finds profiles there, and confines nothing without it) and apparmor_parser installed to
+ * load berth's default profile. With the module on and one of the others missing it is reported
+ * off, saying why, as containerd and runc take it: RuntimeDefault then means unconfined, and a
+ * Localhost profile is refused.
+ */
+export async function probeAppArmor(paths: AppArmorPaths = APPARMOR_PATHS): Promise<AppArmorHost> {
+  const off = (reason?: string): AppArmorHost => ({
+    enabled: false,
+    defaultProfile: null,
+    ...(reason === undefined ? {} : { reason }),
+  });
+  const text = await readFile(paths.enabledFile, 'utf8').catch(() => 'N');
+  if (text.trim() !== 'Y') return off();
+  if (!(await isDirectory(paths.securityDir))) {
+    return off(`the AppArmor module is enabled, but securityfs is not mounted (no ${paths.securityDir})`);
+  }
+  if (!(await isProgram(paths.parser))) {
+    return off(`the AppArmor module is enabled, but ${paths.parser} is not installed (package apparmor)`);
+  }
+  return { enabled: true, defaultProfile: null };
+}
+
+/** findProgram takes a path as given: the file must be there and executable too. */
+async function isProgram(name: string): Promise<boolean> {
+  try {
+    await access(await findProgram(name), constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function isDirectory(path: string): Promise<boolean> {
+  return (await stat(path).catch(() => null))?.isDirectory() ?? false;
 }
 
 /** The filter's actions (Linux 4.14 on); a kernel without seccomp filters has no such file. */

@@ -21,6 +21,8 @@ export interface AppArmorHost {
   enabled: boolean;
   /** The profile RuntimeDefault means, once loaded; null where AppArmor is off. */
   defaultProfile: string | null;
+  /** Why it is off though the kernel module is on (host/features.ts); absent otherwise. */
+  reason?: string;
 }
 
 /** The profile name for the spec's process.apparmorProfile, or null for none. */

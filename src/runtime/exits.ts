@@ -4,11 +4,11 @@
  * Exits are learnt from inotify on the exit directory (fs.watch), never by polling containers.
  */
 import { watch, type FSWatcher } from 'node:fs';
-import { mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../log.js';
-import { PRIVATE_DIR } from '../file-modes.js';
+import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
 
 export interface ExitRecord {
   id: string;
@@ -16,9 +16,18 @@ export interface ExitRecord {
   exitCode: number;
   /** Nanoseconds since the epoch, decimal: the exit file's mtime, i.e. when conmon saw the exit. */
   finishedAt: string;
-  /** The container's memory cgroup had an OOM kill while conmon watched it. */
+  /**
+   * The container was OOM-killed: conmon saw it in its memory cgroup, or, when conmon could not
+   * (a cgroup removed before it looked), the witness did.
+   */
   oomKilled: boolean;
 }
+
+/**
+ * Whether container `id`, exited with `exitCode` and no OOM marker from conmon, was OOM-killed,
+ * as something that outlives its cgroup saw it (the systemd driver's scope, cgroups/systemd.ts).
+ */
+export type OomWitness = (id: string, exitCode: number) => Promise<boolean>;
 
 /**
  * Container ids conmon may be given. No dot on purpose: conmon writes an exit file as
@@ -52,6 +61,7 @@ export class ExitWatcher {
     private readonly exitDir: string,
     private readonly logger: Logger,
     private readonly persistDir: string,
+    private readonly oomWitness: OomWitness = () => Promise.resolve(false),
   ) {}
 
   /**
@@ -91,11 +101,12 @@ export class ExitWatcher {
         await sleep(EMPTY_RETRY_MS);
         continue;
       }
+      const exitCode = this.parseCode(id, text);
       return {
         id,
-        exitCode: this.parseCode(id, text),
+        exitCode,
         finishedAt: mtimeNs.toString(),
-        oomKilled: await exists(join(this.persistDir, id, OOM_MARKER)),
+        oomKilled: await this.oomKilled(id, exitCode),
       };
     }
   }
@@ -128,6 +139,30 @@ export class ExitWatcher {
         (err: unknown) => this.logger.warn({ container: id, err: String(err) }, 'reading exit file failed'),
       );
     });
+  }
+
+  /**
+   * conmon's OOM marker, or the witness's word, which is then kept as a marker of berth's own: the
+   * witness's evidence may not outlive the container's release (runc delete resets a failed
+   * scope), and later reads of this exit (a restart's) must say the same.
+   */
+  private async oomKilled(id: string, exitCode: number): Promise<boolean> {
+    const marker = join(this.persistDir, id, OOM_MARKER);
+    if (await exists(marker)) return true;
+    let witnessed = false;
+    try {
+      witnessed = await this.oomWitness(id, exitCode);
+      if (witnessed) {
+        this.logger.debug({ container: id }, 'OOM kill known from the cgroup driver; conmon missed it');
+        await writeFile(marker, '', { flag: 'a', mode: PRIVATE_FILE });
+      }
+    } catch (err) {
+      this.logger.warn(
+        { container: id, err: String(err) },
+        'recording whether the container was OOM-killed failed',
+      );
+    }
+    return witnessed;
   }
 
   /** Deletes what conmon left for `id` (exit file, persist directory with the OOM marker). */

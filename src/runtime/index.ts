@@ -7,7 +7,7 @@ export { MonitorError, type MonitorCreateRequest, type MonitorCreated } from './
 export { resetExecDirs } from './exec-process.js';
 export type { ExecStreamIo } from './exec-stream.js';
 export { EXEC_SYNC_OUTPUT_CAP, type ExecSyncResult } from './exec-sync.js';
-export { ExitWatcher, type ExitRecord } from './exits.js';
+export { ExitWatcher, type ExitRecord, type OomWitness } from './exits.js';
 export {
   RuntimeHandlers,
   openRuntimeHandlers,

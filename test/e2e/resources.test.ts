@@ -3,8 +3,9 @@
  * cgroup driver, at create and after UpdateContainerResources: cpu shares (cpu.weight on v2, as
  * runc converts them), quota and period, memory, swap (memory+swap in CRI and v1, swap alone in
  * v2's memory.swap.max), cpusets, hugetlb and v2's `unified` files passed through as written;
- * ContainerStatus reports what was asked. An OOM kill with kubelet's memory.oom.group is reported
- * as OOMKilled, exit 137. Needs root. Traffic goes to loopback only.
+ * ContainerStatus reports what was asked. OOM kills with kubelet's memory.oom.group are reported
+ * as OOMKilled, exit 137, every time of a few (BERTH_OOM_RUNS). Needs root. Traffic goes to
+ * loopback only.
  */
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
@@ -26,9 +27,15 @@ import {
   type Pod,
 } from '../harness/pods.js';
 
-const SUITE_TIMEOUT_MS = 240_000;
 const MiB = 1024 * 1024;
 const OOM_WAIT_MS = 60_000;
+/**
+ * OOM-killed containers per driver. With the systemd driver the kill was once reported as Error 3
+ * times in 16 (systemd removed the emptied scope before conmon read its memory.events), so one is
+ * not enough to show it; raise it to measure, the suite keeps the VM run cheap.
+ */
+const OOM_RUNS = Math.max(1, Math.trunc(Number(process.env.BERTH_OOM_RUNS ?? '3')) || 3);
+const SUITE_TIMEOUT_MS = 240_000 + OOM_RUNS * 60_000;
 
 /** CRI LinuxContainerResources as the wire has them, and what the container must read back. */
 interface Case {
@@ -141,41 +148,33 @@ for (const { driver, skip } of DRIVERS) {
       await d.cri.call('RemoveContainer', { container_id: id });
     });
 
-    test('an OOM kill with memory.oom.group is OOMKilled, exit 137', oomOptions(driver), async () => {
+    test('OOM kills with memory.oom.group are OOMKilled, exit 137', { skip: V2_ONLY }, async () => {
       const d = daemon;
       assert.ok(d && pod);
-      const id = await createContainer(
-        d.cri,
-        pod,
-        containerConfig('hog', imageRef(), {
-          // A second process, which the group kill takes too.
-          command: ['sh', '-c', 'sleep 600 & tail /dev/zero'],
-          linux: { resources: { memory_limit_in_bytes: String(16 * MiB), unified: OOM_GROUP } },
-        }),
-      );
-      const file = join(cgroupDir(unparentedCgroup(driver, id)), 'memory.oom.group');
-      assert.equal((await readFile(file, 'utf8')).trim(), '1');
-      await d.cri.call('StartContainer', { container_id: id });
-      const st = await waitContainerState(d.cri, id, 'CONTAINER_EXITED', OOM_WAIT_MS);
-      assert.equal(st.reason, 'OOMKilled');
-      assert.equal(st.exit_code, 137);
-      await d.cri.call('RemoveContainer', { container_id: id });
+      const seen: string[] = [];
+      for (let i = 0; i < OOM_RUNS; i++) {
+        const id = await createContainer(
+          d.cri,
+          pod,
+          containerConfig(`hog-${i}`, imageRef(), {
+            // A second process, which the group kill takes too, so that the cgroup empties at once.
+            command: ['sh', '-c', 'sleep 600 & tail /dev/zero'],
+            linux: { resources: { memory_limit_in_bytes: String(16 * MiB), unified: OOM_GROUP } },
+          }),
+        );
+        const file = join(cgroupDir(unparentedCgroup(driver, id)), 'memory.oom.group');
+        assert.equal((await readFile(file, 'utf8')).trim(), '1');
+        await d.cri.call('StartContainer', { container_id: id });
+        const st = await waitContainerState(d.cri, id, 'CONTAINER_EXITED', OOM_WAIT_MS);
+        seen.push(`${st.reason}/${st.exit_code}`);
+        await d.cri.call('RemoveContainer', { container_id: id });
+      }
+      // How often conmon missed the kill and the systemd driver's scope told it, for measuring.
+      const missed = d.output.split('\n').filter((line) => line.includes('conmon missed it')).length;
+      console.log(`# ${driver}: ${OOM_RUNS} OOM kills, ${missed} known from the cgroup driver only`);
+      assert.deepEqual(seen, Array<string>(OOM_RUNS).fill('OOMKilled/137'));
     });
   });
-}
-
-/**
- * With the systemd driver the OOM kill is reported as Error now and then (once in two VM runs):
- * systemd removes the scope's cgroup as soon as the group kill empties it, and conmon, which reads
- * memory.events when its inotify event comes, may find the file gone and leave no `oom` marker.
- * Known and not fixed yet, so it runs as a todo there: its outcome is shown, never fails the run.
- */
-function oomOptions(driver: string): { skip: string | false; todo?: string } {
-  if (V2_ONLY || driver !== 'systemd') return { skip: V2_ONLY };
-  return {
-    skip: false,
-    todo: 'systemd removes the emptied scope before conmon reads its memory.events: OOMKilled is racy',
-  };
 }
 
 /** `files` (paths below /sys/fs/cgroup) as the container reads them, one cat for all. */

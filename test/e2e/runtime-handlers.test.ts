@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -113,8 +114,16 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.equal(shown.host.cgroups.version, cgroups.version);
     assert.deepEqual(shown.host.cgroups.controllers, cgroups.controllers);
     assert.ok(shown.host.cgroups.controllers.includes('memory'));
+    // Usable: the module on, securityfs mounted, apparmor_parser there (host/features.ts).
     const appArmor = await readFile('/sys/module/apparmor/parameters/enabled', 'utf8').catch(() => 'N');
-    assert.equal(shown.host.appArmor.enabled, appArmor.trim() === 'Y');
+    const parser = await findProgram('apparmor_parser').then(
+      () => true,
+      () => false,
+    );
+    assert.equal(
+      shown.host.appArmor.enabled,
+      appArmor.trim() === 'Y' && existsSync('/sys/kernel/security/apparmor') && parser,
+    );
     assert.equal(shown.host.seccomp.enabled, true, 'runc applies seccomp filters here');
     assert.ok(shown.host.seccomp.actions.includes('errno'));
     for (const size of shown.host.hugetlb.pageSizes) assert.match(size, /^\d+[KMG]B$/);

@@ -74,6 +74,33 @@ describe('paths, whatever the version', () => {
   });
 });
 
+describe('OOM kills the systemd driver keeps a record of', () => {
+  const GROUP = { 'memory.oom.group': '1' };
+  const systemd = (scopeOomPolicy: boolean): CgroupManager =>
+    cgroupManager('systemd', host('v2'), { scopeOomPolicy });
+
+  test('a scope of a group-killed container stops on an OOM kill, where systemd can', () => {
+    const policy = { 'org.systemd.property.OOMPolicy': "'stop'" };
+    assert.deepEqual(systemd(true).unitAnnotations(GROUP), policy);
+    assert.deepEqual(systemd(true).unitAnnotations({ ...GROUP, 'pids.max': '10' }), policy);
+    // Without the group kill the kernel leaves the rest running, and so must systemd.
+    assert.deepEqual(systemd(true).unitAnnotations({}), {});
+    assert.deepEqual(systemd(true).unitAnnotations({ 'memory.oom.group': '0' }), {});
+    // An older systemd refuses the property, and runc would fail the container.
+    assert.deepEqual(systemd(false).unitAnnotations(GROUP), {});
+    assert.deepEqual(manager('cgroupfs', 'v2').unitAnnotations(GROUP), {});
+  });
+
+  test("the unit that records it is the container's scope, and only with the policy", () => {
+    const pod = 'kubepods-burstable-pod1.slice';
+    assert.equal(systemd(true).oomRecordingUnit(`${pod}:berth:abc`, GROUP), 'berth-abc.scope');
+    assert.equal(systemd(true).oomRecordingUnit('system.slice:berth:abc', GROUP), 'berth-abc.scope');
+    assert.equal(systemd(true).oomRecordingUnit('system.slice:berth:abc', {}), null);
+    assert.equal(systemd(false).oomRecordingUnit('system.slice:berth:abc', GROUP), null);
+    assert.equal(manager('cgroupfs', 'v2').oomRecordingUnit('/berth/abc', GROUP), null);
+  });
+});
+
 describe('controllerDir', () => {
   test("v1 and hybrid: under the controller's hierarchy; v2: one hierarchy for all", () => {
     const rel = '/kubepods/pod1/abc';

@@ -4,11 +4,19 @@
  * AppArmor on the host.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { pageSizeName, probeHostFeatures } from '../../src/host/features.js';
+import { findProgram } from '../../src/exec.js';
+import {
+  pageSizeName,
+  probeAppArmor,
+  probeHostFeatures,
+  type AppArmorPaths,
+} from '../../src/host/features.js';
+import { fakeTreeMaker } from '../harness/files.js';
 import type { SecurityProfile } from '../../src/oci/container-input.js';
 import { profileNameOf } from '../../src/host/apparmor.js';
 import { apparmorProfile } from '../../src/oci/apparmor.js';
@@ -26,7 +34,14 @@ test('probes this host: each feature answered, none claimed without asking', asy
   const features = await probeHostFeatures({ timeoutMs: 10_000, scratchDir });
   await rm(scratchDir, { recursive: true });
   const appArmor = await readFile('/sys/module/apparmor/parameters/enabled', 'utf8').catch(() => 'N');
-  assert.equal(features.appArmor.enabled, appArmor.trim() === 'Y');
+  const parser = await findProgram('apparmor_parser').then(
+    () => true,
+    () => false,
+  );
+  assert.equal(
+    features.appArmor.enabled,
+    appArmor.trim() === 'Y' && existsSync('/sys/kernel/security/apparmor') && parser,
+  );
   assert.ok(features.cgroups.controllers.length > 0);
   assert.equal(features.seccomp.enabled, features.seccomp.actions.length > 0);
   // Linux 5.12 and later have mount_setattr; this suite runs on such kernels only.
@@ -36,6 +51,50 @@ test('probes this host: each feature answered, none claimed without asking', asy
   assert.equal(reason === null, overlayLower && tmpfs, `a reason exactly when something failed: ${reason}`);
   assert.ok(features.criu === null || /^\d+\.\d+/.test(features.criu.version));
   assert.deepEqual(JSON.parse(JSON.stringify(features)), features, 'JSON as shown by verbose Status');
+});
+
+describe('probeAppArmor', () => {
+  const fakeTree = fakeTreeMaker('berth-unit-apparmor-');
+
+  /** A module switch saying `enabled`, a securityfs dir if `mounted`, a parser if `parser`. */
+  async function host(enabled: string, mounted: boolean, parser: boolean): Promise<AppArmorPaths> {
+    const root = await fakeTree({
+      enabled: `${enabled}\n`,
+      ...(parser ? { apparmor_parser: '#!/bin/sh\n' } : {}),
+    });
+    if (mounted) await mkdir(join(root, 'apparmor'));
+    if (parser) await chmod(join(root, 'apparmor_parser'), 0o755);
+    return {
+      enabledFile: join(root, 'enabled'),
+      securityDir: join(root, 'apparmor'),
+      parser: join(root, 'apparmor_parser'),
+    };
+  }
+
+  test('usable with the module on, securityfs mounted and apparmor_parser there', async () => {
+    assert.deepEqual(await probeAppArmor(await host('Y', true, true)), {
+      enabled: true,
+      defaultProfile: null,
+    });
+  });
+
+  test('off without a word where the module is off or absent', async () => {
+    assert.deepEqual(await probeAppArmor(await host('N', true, true)), {
+      enabled: false,
+      defaultProfile: null,
+    });
+    const absent = { ...(await host('Y', true, true)), enabledFile: '/nonexistent/enabled' };
+    assert.deepEqual(await probeAppArmor(absent), { enabled: false, defaultProfile: null });
+  });
+
+  test('off, saying why, with the module on but securityfs or apparmor_parser missing', async () => {
+    const unmounted = await probeAppArmor(await host('Y', false, true));
+    assert.equal(unmounted.enabled, false);
+    assert.match(unmounted.reason ?? '', /securityfs is not mounted/);
+    const noParser = await probeAppArmor(await host('Y', true, false));
+    assert.equal(noParser.enabled, false);
+    assert.match(noParser.reason ?? '', /apparmor_parser is not installed/);
+  });
 });
 
 describe('apparmorProfile', () => {

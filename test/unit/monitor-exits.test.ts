@@ -72,6 +72,39 @@ test('read: the OOM marker in the persist directory sets oomKilled', async () =>
   assert.equal(rec?.oomKilled, true);
 });
 
+test('read: without a marker the witness is asked; its yes is kept as a marker', async () => {
+  const asked: Array<[string, number]> = [];
+  const witnessed = new ExitWatcher(exitDir, logger, persistDir, (id, code) => {
+    asked.push([id, code]);
+    return Promise.resolve(id === 'w1');
+  });
+  for (const id of ['w1', 'w2']) {
+    await writeAtomically(id, '137');
+    await mkdir(join(persistDir, id), { recursive: true });
+  }
+  assert.equal((await witnessed.read('w1'))?.oomKilled, true);
+  assert.equal((await witnessed.read('w2'))?.oomKilled, false);
+  assert.deepEqual(asked, [
+    ['w1', 137],
+    ['w2', 137],
+  ]);
+  // A later read (a restart's) says the same, though the witness may know nothing by then.
+  assert.equal((await watcher.read('w1'))?.oomKilled, true);
+  witnessed.close();
+});
+
+test('read: a witness that fails is no OOM kill, and the exit is still read', async () => {
+  const failing = new ExitWatcher(exitDir, logger, persistDir, () => Promise.reject(new Error('no bus')));
+  await writeAtomically('w3', '137');
+  assert.deepEqual(await failing.read('w3'), {
+    id: 'w3',
+    exitCode: 137,
+    finishedAt: (await stat(join(exitDir, 'w3'), { bigint: true })).mtimeNs.toString(),
+    oomKilled: false,
+  });
+  failing.close();
+});
+
 test('read: a file created empty and written later is read once written', async () => {
   await mkdir(exitDir, { recursive: true });
   const fh = await open(join(exitDir, 'c3'), 'w');
