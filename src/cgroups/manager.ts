@@ -19,6 +19,9 @@ interface CgroupResources {
   hugepageLimits: readonly unknown[];
 }
 
+/** runc sets `org.systemd.property.X` annotations as property X of the unit it makes (systemd driver). */
+const UNIT_PROPERTY_PREFIX = 'org.systemd.property.';
+
 export abstract class CgroupManager {
   abstract readonly driver: CgroupDriver;
 
@@ -58,6 +61,19 @@ export abstract class CgroupManager {
    */
   unitAnnotations(_unified: Record<string, string>): Record<string, string> {
     return {};
+  }
+
+  /**
+   * A container's annotations as its OCI spec gets them: the request's, less any that runc would
+   * make a property of the container's systemd unit (a client could otherwise set Delegate=, or
+   * lift the unit's limits), then the driver's own.
+   */
+  specAnnotations(
+    requested: Record<string, string>,
+    unified: Record<string, string>,
+  ): Record<string, string> {
+    const kept = Object.entries(requested).filter(([key]) => !key.startsWith(UNIT_PROPERTY_PREFIX));
+    return { ...Object.fromEntries(kept), ...this.unitAnnotations(unified) };
   }
 
   /**

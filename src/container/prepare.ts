@@ -66,8 +66,8 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
   const spec = {
     ...input.spec,
     resources,
-    // After the request's own: the unit's properties are the driver's to set.
-    annotations: { ...input.spec.annotations, ...input.cgroups.unitAnnotations(resources.unified) },
+    // The unit's properties are the driver's to set, never the request's.
+    annotations: input.cgroups.specAnnotations(input.spec.annotations, resources.unified),
   };
   // An infra's namespaces are joined through its /proc entries: a dead infra would fail late.
   if (sandbox.infra && !(await isRunning(sandbox.pid))) {

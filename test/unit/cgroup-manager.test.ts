@@ -91,6 +91,22 @@ describe('OOM kills the systemd driver keeps a record of', () => {
     assert.deepEqual(manager('cgroupfs', 'v2').unitAnnotations(GROUP), {});
   });
 
+  test("a request's own unit properties never reach the spec; the driver's do, and other annotations stay", () => {
+    const requested = {
+      'org.systemd.property.Delegate': 'true',
+      'org.systemd.property.OOMPolicy': "'continue'",
+      'io.kubernetes.container.hash': 'abc',
+    };
+    assert.deepEqual(systemd(true).specAnnotations(requested, GROUP), {
+      'io.kubernetes.container.hash': 'abc',
+      'org.systemd.property.OOMPolicy': "'stop'",
+    });
+    assert.deepEqual(systemd(true).specAnnotations(requested, {}), { 'io.kubernetes.container.hash': 'abc' });
+    assert.deepEqual(manager('cgroupfs', 'v1').specAnnotations(requested, {}), {
+      'io.kubernetes.container.hash': 'abc',
+    });
+  });
+
   test("the unit that records it is the container's scope, and only with the policy", () => {
     const pod = 'kubepods-burstable-pod1.slice';
     assert.equal(systemd(true).oomRecordingUnit(`${pod}:berth:abc`, GROUP), 'berth-abc.scope');
