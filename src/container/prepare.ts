@@ -30,6 +30,7 @@ import { isRunning } from '../process/index.js';
 import { ensureHostsFile, HOSTNAME_FILE, RESOLV_CONF, SHM_DIR } from '../sandbox/files.js';
 import { namespacePins, podNamespacePaths } from '../sandbox/namespaces.js';
 import type { PodUserNamespace } from '../oci/userns.js';
+import { checkIdsMapped } from './userns.js';
 import { stageIdmappedMounts } from './volumes.js';
 
 export interface PrepareInput {
@@ -82,6 +83,7 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     podShm(sandbox),
     input.cdi.resolve(spec.cdiDevices.map((name) => ({ name, field: 'config.CDI_devices' }))),
   ]);
+  checkIdsMapped(spec.security, user, sandbox);
   const staged = await stageIdmappedMounts(
     mounts.mounts,
     spec.mounts.map((m) => m.idmap),

@@ -316,6 +316,25 @@ describe('containers of a pod of its own user namespace', { skip, timeout: SUITE
         status.INVALID_ARGUMENT,
         /userns_options\.mode: POD asks for a user namespace of its own/,
       );
+      // The ids the container runs as must be the namespace's: runc would fail with EINVAL.
+      const asUser = (security: Record<string, unknown>) =>
+        usernsContainer('ids', image(), hostId, {
+          linux: { security_context: { ...security, namespace_options: usernsOptions(hostId) } },
+        });
+      await rejectsWith(
+        createContainer(d.cri, pod, asUser({ run_as_user: { value: LENGTH } })),
+        status.INVALID_ARGUMENT,
+        /run_as_user\.value: 65536 is not an id of pod sandbox \w+'s user namespace \(0-65535\)/,
+      );
+      await rejectsWith(
+        createContainer(
+          d.cri,
+          pod,
+          asUser({ run_as_user: { value: 0 }, supplemental_groups: [5, LENGTH + 5] }),
+        ),
+        status.INVALID_ARGUMENT,
+        /supplemental_groups\[1\]: 65541 is not an id/,
+      );
       // Left out, they mean the pod's.
       const ctr = await startContainer(d.cri, pod, containerConfig('unset', image()));
       assert.deepEqual(mapLines(await execText(d.cri, ctr, ['cat', '/proc/self/uid_map'])), [
