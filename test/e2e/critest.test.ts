@@ -59,6 +59,12 @@ function selfSkips(output: string): string[] {
   return [...output.matchAll(/^\s+\[SKIPPED\] (?!in \[)(.+)$/gm)].map((m) => (m[1] ?? '').trim());
 }
 
+/** ginkgo's report of each failed spec (its "• [FAILED]" block), which a tail of the output may cut. */
+function failures(output: string): string {
+  const blocks = output.split(/^-{10,}$/m).filter((b) => /^• \[(FAILED|PANICKED|TIMEDOUT)\]/m.test(b));
+  return blocks.join('\n').slice(0, 30_000);
+}
+
 function escape(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
@@ -93,7 +99,7 @@ describe('the CRI validation suite (critest)', { skip, timeout: CRITEST_TIMEOUT_
     const skipped = SKIPS.map((s) => escape(s.spec)).join('|');
     const outcome = await runCritest(daemon, null, CRITEST_TIMEOUT_MS, skipped);
     const seconds = Math.round((Date.now() - t0) / 1000);
-    const tail = outcome.output.slice(-30_000);
+    const tail = `${failures(outcome.output)}\n...\n${outcome.output.slice(-10_000)}`;
     const own = selfSkips(outcome.output);
     console.log(
       `critest: ${outcome.passed} passed, ${outcome.failed} failed, ${outcome.skipped} skipped in ${seconds} s`,
