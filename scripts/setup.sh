@@ -29,11 +29,12 @@ command -v npm >/dev/null 2>&1 || die "npm is not installed"
 # socat (port-forward: a TCP connection made inside a pod's network namespace), procps (sysctl: a
 # pod's hostname and sysctls written inside its new namespaces when it runs without an infra).
 # Image tests: docker-registry, skopeo, busybox-static, apache2-utils (htpasswd for registry auth);
-# openssl (a self-signed certificate for the streaming server's TLS test).
+# openssl (a self-signed certificate for the streaming server's TLS test); gcc and libc6-dev (static
+# test programs: critest's nginx and nonewprivs stand-ins, the seccomp probe).
 packages=(
   runc containernetworking-plugins conmon catatonit iproute2 iptables util-linux
   attr zstd socat procps
-  docker-registry skopeo busybox-static apache2-utils openssl
+  docker-registry skopeo busybox-static apache2-utils openssl gcc libc6-dev
 )
 missing=()
 for pkg in "${packages[@]}"; do
@@ -47,6 +48,15 @@ if ((${#missing[@]} > 0)); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
   say "debian packages present"
+fi
+
+# --- busybox for critest's images ------------------------------------------------------------
+# The CRI validation suite (test/e2e/critest.test.ts) needs a busybox whose shell execs /bin/ls
+# rather than running its applet: Debian's dynamic busybox. It conflicts with busybox-static, so it
+# is only downloaded here, into apt's archive, and the test unpacks it.
+if [[ $(dpkg --print-architecture) == amd64 ]] && ! compgen -G '/var/cache/apt/archives/busybox_*_amd64.deb' >/dev/null; then
+  say "downloading busybox .deb for the critest images"
+  (cd /var/cache/apt/archives && apt-get download -q busybox) || say "busybox .deb not downloaded: critest's MaskedPaths spec will be skipped"
 fi
 
 # --- npm dependencies -------------------------------------------------------------------------

@@ -91,11 +91,15 @@ function count(output: string, what: string): number {
   return m ? Number(m[1]) : 0;
 }
 
-/** Runs the specs `focus` selects; bounded by `timeoutMs`, a hang bound. */
+/**
+ * Runs the specs `focus` selects (all of them when null), but those `skip` matches; bounded by
+ * `timeoutMs`, a hang bound.
+ */
 export async function runCritest(
   daemon: TestDaemon,
-  focus: string,
+  focus: string | null,
   timeoutMs = 600_000,
+  skip: string | null = null,
 ): Promise<CritestOutcome> {
   assert.ok(CRITEST, String(critestSkip));
   const endpoint = `unix://${daemon.socket}`;
@@ -104,7 +108,8 @@ export async function runCritest(
     [
       `--runtime-endpoint=${endpoint}`,
       `--image-endpoint=${endpoint}`,
-      `--ginkgo.focus=${focus}`,
+      ...(focus !== null ? [`--ginkgo.focus=${focus}`] : []),
+      ...(skip !== null ? [`--ginkgo.skip=${skip}`] : []),
       '--ginkgo.no-color',
       '--ginkgo.v',
     ],
