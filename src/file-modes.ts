@@ -37,8 +37,16 @@ export const PASSABLE_DIR = 0o711;
  */
 const POD_PASSABLE_DIR = 0o710;
 
-/** Makes `path` (root's) passable by the host gid of a user-namespaced pod's root. */
-export async function passableToPod(path: string, rootGid: number): Promise<void> {
+/**
+ * Makes `path` (root's) passable by the host gid of a user-namespaced pod's root, and the dirs on
+ * the way to it (`through`: the root dir, containers/ or sandboxes/) passable by all.
+ */
+export async function passableToPod(
+  path: string,
+  rootGid: number,
+  through: readonly string[],
+): Promise<void> {
+  await Promise.all(through.map((dir) => chmod(dir, PASSABLE_DIR)));
   await chown(path, 0, rootGid);
   await chmod(path, POD_PASSABLE_DIR);
 }

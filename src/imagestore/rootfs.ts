@@ -16,7 +16,7 @@
  * Why l/: the overlay's options must fit one page, and the short relative links let them when the
  * layers' absolute paths do not (overlay.ts).
  */
-import { chmod, chown, mkdir, readdir, rm, stat, symlink } from 'node:fs/promises';
+import { chown, mkdir, readdir, rm, stat, symlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 
 import { AlreadyExistsError, InvalidArgumentError, NotFoundError } from '../errors.js';
@@ -28,7 +28,7 @@ import { mountOverlay } from './overlay.js';
 import { RootfsError } from './errors.js';
 import { isErrno } from './fsutil.js';
 import { LayerStore } from './layers.js';
-import { PASSABLE_DIR, PRIVATE_DIR, passableToPod } from '../file-modes.js';
+import { PRIVATE_DIR, passableToPod } from '../file-modes.js';
 
 /** A rootfs stacked more than this many times is not ours to keep unmounting. */
 const MAX_UNMOUNTS = 8;
@@ -94,8 +94,7 @@ export async function prepareRootfs(
     // rootfs can open to the pod's root, which runc sets the container up as (see passableToPod).
     // m/ and work/ stay closed to it (0700).
     if (idmap) {
-      await Promise.all([chmod(resolve(rootDir), PASSABLE_DIR), chmod(containers, PASSABLE_DIR)]);
-      await passableToPod(dir, idmap.rootGid);
+      await passableToPod(dir, idmap.rootGid, [resolve(rootDir), containers]);
     }
     const linkDir = idmap ? IDMAPPED_DIR : 'l';
     const links = lowers.map(({ fs }, index) => ({ fs, link: `${linkDir}/${index.toString(36)}` }));

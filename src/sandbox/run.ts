@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { loadUsableNetwork } from '../cni/readiness.js';
 import type { CniNetworkList } from '../cni/types.js';
@@ -29,7 +29,7 @@ import {
   podNamespacePaths,
 } from './namespaces.js';
 import { nowNanos } from '../time.js';
-import { PASSABLE_DIR, PRIVATE_DIR, PRIVATE_FILE, passableToPod } from '../file-modes.js';
+import { PRIVATE_DIR, PRIVATE_FILE, passableToPod } from '../file-modes.js';
 
 /** The infra process should be the last thing the OOM killer picks in a pod. */
 const INFRA_OOM_SCORE_ADJ = -998;
@@ -120,8 +120,10 @@ export class SandboxRun {
           if (spec.userNamespace !== null) {
             // runc sets the infra and containers up as the pod's root, which must reach the infra
             // rootfs and the pod's files (see passableToPod).
-            await Promise.all([config.rootDir, dirname(sandboxDir)].map((dir) => chmod(dir, PASSABLE_DIR)));
-            await passableToPod(sandboxDir, hostIdOfRoot(spec.userNamespace.gids));
+            await passableToPod(sandboxDir, hostIdOfRoot(spec.userNamespace.gids), [
+              config.rootDir,
+              dirname(sandboxDir),
+            ]);
           }
           await writeResolvConf(sandboxDir, spec.dnsConfig);
           await writeHostnameFile(sandboxDir, spec.hostname);
