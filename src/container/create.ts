@@ -41,7 +41,7 @@ export class ContainerCreation {
     checkUserNamespace(userns, sandbox);
     const resolved = images.resolve(requested.image);
     if (!resolved) throw new NotFoundError('image', requested.image);
-    const { spec, volumes } = findImageVolumes(requested, images, sandbox);
+    const { spec, volumes } = findImageVolumes(requested, images);
     const image = resolved.record;
     const imageConfig = image.config;
     const pod = sandbox.spec;
@@ -93,13 +93,9 @@ export class ContainerCreation {
     try {
       // The image volumes are mounted in the container's dir: the rootfs undo unmounts them too.
       const [rootfs, volumeSources] = await step('rootfs', async () => {
-        const path = await prepareRootfs(
-          id,
-          imageConfig.rootfs.diff_ids,
-          config.rootDir,
-          rootfsIdmap(sandbox),
-        );
-        return [path, await mountImageVolumes(id, config.rootDir, volumes)] as const;
+        const idmap = rootfsIdmap(sandbox);
+        const path = await prepareRootfs(id, imageConfig.rootfs.diff_ids, config.rootDir, idmap);
+        return [path, await mountImageVolumes(id, config.rootDir, volumes, idmap)] as const;
       });
       await step('spec', async () => {
         const preparing = prepareSpec({

@@ -5,11 +5,11 @@
  * host path handed to the spec step in place of the empty one the request had. The stored spec
  * keeps the request's form, which ContainerStatus echoes.
  */
-import { FailedPreconditionError, NotFoundError } from '../errors.js';
+import { NotFoundError } from '../errors.js';
 import type { ImageService } from '../image/service.js';
 import { mountImageVolume, type ImageVolume } from '../imagestore/image-volume.js';
+import type { RootfsIdmap } from '../imagestore/rootfs.js';
 import type { ContainerSpec } from '../model/container.js';
-import type { Sandbox } from '../model/sandbox.js';
 
 /** By the index of their mount in the spec. */
 export type ImageVolumes = Map<number, ImageVolume>;
@@ -18,16 +18,10 @@ export type ImageVolumes = Map<number, ImageVolume>;
 export function findImageVolumes(
   spec: ContainerSpec,
   images: Pick<ImageService, 'resolve'>,
-  sandbox: Sandbox,
 ): { spec: ContainerSpec; volumes: ImageVolumes } {
   const volumes: ImageVolumes = new Map();
   const mounts = spec.mounts.map((mount, index) => {
     if (mount.image === null) return mount;
-    if (sandbox.spec.userNamespace !== null) {
-      throw new FailedPreconditionError(
-        `config.mounts[${index}]: an image volume in a pod of its own user namespace needs its layers idmapped, which berth does not do yet`,
-      );
-    }
     const found = images.resolve(mount.image.reference);
     if (!found)
       throw new NotFoundError(`image of the image volume at ${mount.containerPath}`, mount.image.reference);
@@ -41,15 +35,16 @@ export function findImageVolumes(
   return { spec: volumes.size === 0 ? spec : { ...spec, mounts }, volumes };
 }
 
-/** Mounts each volume; the host paths to bind, by mount index. */
+/** Mounts each volume, idmapped as the rootfs is; the host paths to bind, by mount index. */
 export async function mountImageVolumes(
   containerId: string,
   rootDir: string,
   volumes: ImageVolumes,
+  idmap: RootfsIdmap | null,
 ): Promise<Map<number, string>> {
   const sources = new Map<number, string>();
   for (const [index, volume] of volumes) {
-    sources.set(index, await mountImageVolume(containerId, rootDir, index, volume));
+    sources.set(index, await mountImageVolume(containerId, rootDir, index, volume, idmap));
   }
   return sources;
 }

@@ -8,6 +8,8 @@
  *   m/<n>    instead of l/, for a container of its pod's user namespace: each layer bound there
  *            idmapped with the namespace, so its files show their image owners inside, no layer
  *            copied or chowned; upper/ and work/ then belong to the namespace's root
+ *   iv/<n>   the container's n-th CRI mount, an image volume (image-volume.ts); ivl/ and ivm/ its
+ *            layers, linked or (ivm/) bound idmapped
  *   v/<n>    the container's n-th CRI mount bound idmapped, where kubelet asked for a mapping
  *            (src/container/volumes.ts); runc binds it from here. Also transient user namespace
  *            pins while those binds are made
@@ -139,7 +141,9 @@ export async function removeRootfs(containerId: string, rootDir: string): Promis
   await unmountRootfs(containerId, rootDir);
   await unmountEachIn(containerId, join(dir, IDMAPPED_DIR));
   await unmountVolumes(containerId, rootDir);
+  // The overlays first: the idmapped layers below are their lowers.
   await unmountEachIn(containerId, join(dir, IMAGE_VOLUMES_DIR));
+  await unmountEachIn(containerId, join(dir, IDMAPPED_IMAGE_VOLUME_LAYERS_DIR));
   // Never reached with the overlay, a layer or a volume still mounted: rm would then walk the
   // merged view, or delete an image layer's files or a volume's.
   await rm(dir, { recursive: true, force: true });
@@ -149,6 +153,8 @@ export async function removeRootfs(containerId: string, rootDir: string): Promis
 const IDMAPPED_DIR = 'm';
 /** Where a container's image volumes of several layers are mounted (image-volume.ts). */
 export const IMAGE_VOLUMES_DIR = 'iv';
+/** Where a user-namespaced container's image volume layers are bound, idmapped (image-volume.ts). */
+export const IDMAPPED_IMAGE_VOLUME_LAYERS_DIR = 'ivm';
 /** Where a container's idmapped volumes are staged for runc. */
 const VOLUMES_DIR = 'v';
 

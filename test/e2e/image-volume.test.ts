@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { containerDir } from '../../src/imagestore/rootfs.js';
-import { PAUSE_BEFORE_STEP_ENV, TestDaemon } from '../harness/daemon.js';
+import { PAUSE_BEFORE_STEP_ENV, podConfig, TestDaemon } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
 import { buildLayer, busyboxLayer, pushImage, type PushedImage } from '../harness/images.js';
 import { mountPointsBelow } from '../harness/mounts.js';
@@ -21,6 +21,7 @@ import {
   execSync,
   runPod,
   startContainer,
+  usernsNamespaceOptions,
   type Pod,
 } from '../harness/pods.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
@@ -144,6 +145,50 @@ describe('image volumes', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     // Its files go in the background, right after the record.
     await waitFor(async () => (await mountPointsBelow(dir)).length === 0, 30_000, { what: 'no mount left' });
     await daemon.cri.callImage('RemoveImage', { image: { image: single.reference } });
+  });
+
+  test('in a pod of its own user namespace: the layers idmapped, files showing their image owners', async () => {
+    const hostId = 65536 * 43;
+    // The first test removed it.
+    await daemon.cri.callImage('PullImage', { image: { image: single.reference } });
+    const namespaceOptions = usernsNamespaceOptions(hostId);
+    const usernsPod = await runPod(
+      daemon.cri,
+      podConfig('iv-userns', { linux: { security_context: { namespace_options: namespaceOptions } } }),
+    );
+    const id = await startContainer(
+      daemon.cri,
+      usernsPod,
+      containerConfig('reader', busybox.reference, {
+        command: ['sleep', '3600'],
+        linux: { security_context: { namespace_options: namespaceOptions } },
+        mounts: [
+          imageMount('/iv', data.reference),
+          imageMount('/sub', data.reference, 'data/sub'),
+          imageMount('/single', single.reference),
+        ],
+      }),
+    );
+    assert.equal(
+      await sh(id, 'cat /iv/data/a /sub/b /single/only'),
+      'a from the base layer\nb from the top layer\nsingle layer\n',
+    );
+    // Unmapped, the image's root-owned files would show as the overflow id (65534) inside.
+    assert.equal(
+      await sh(id, 'stat -c %u:%g /iv/data/a /iv/data/sub/b /sub /single/only'),
+      '0:0\n0:0\n0:0\n0:0\n',
+    );
+    for (const path of ['/iv/data/x', '/sub/x', '/single/x']) {
+      assert.match(await sh(id, `touch ${path}`), /Read-only file system/, path);
+    }
+    const dir = containerDir(id, daemon.rootDir);
+    assert.ok(
+      (await mountPointsBelow(dir)).some((p) => p.startsWith(join(dir, 'ivm'))),
+      'the layers are bound idmapped',
+    );
+    await daemon.cri.call('StopPodSandbox', { pod_sandbox_id: usernsPod.id });
+    await daemon.cri.call('RemovePodSandbox', { pod_sandbox_id: usernsPod.id });
+    await waitFor(async () => (await mountPointsBelow(dir)).length === 0, 30_000, { what: 'no mount left' });
   });
 
   test('a sub path not in the image, or leaving it, and a writable one, are refused naming them', async () => {

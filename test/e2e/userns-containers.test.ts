@@ -27,6 +27,9 @@ import {
   execText,
   podStatus,
   runPod,
+  USERNS_LENGTH as LENGTH,
+  usernsIdMapping as mapping,
+  usernsNamespaceOptions as usernsOptions,
   startContainer,
   stopAndRemovePod,
   type Pod,
@@ -37,25 +40,7 @@ import { crictl, crictlSkip, crictlTty } from '../harness/streaming.js';
 import { waitFor } from '../harness/wait.js';
 
 const SUITE_TIMEOUT_MS = 600_000;
-const LENGTH = 65536;
 const hex = (): string => randomBytes(4).toString('hex');
-
-interface Mapping {
-  container_id: number;
-  host_id: number;
-  length: number;
-}
-const mapping = (hostId: number): Mapping[] => [{ container_id: 0, host_id: hostId, length: LENGTH }];
-
-/** kubelet's options for a hostUsers: false pod, which it copies into each container's config. */
-function usernsOptions(hostId: number, pid = 'CONTAINER'): Record<string, unknown> {
-  return {
-    network: 'POD',
-    pid,
-    ipc: 'POD',
-    userns_options: { mode: 'POD', uids: mapping(hostId), gids: mapping(hostId) },
-  };
-}
 
 function usernsPodConfig(name: string, hostId: number, pid = 'CONTAINER'): Record<string, unknown> {
   return podConfig(name, { linux: { security_context: { namespace_options: usernsOptions(hostId, pid) } } });

@@ -143,3 +143,27 @@ export async function execText(cri: CriClient, id: string, cmd: string[]): Promi
   assert.equal(res.exit_code, 0, `${cmd.join(' ')}: ${res.stderr.toString()}`);
   return res.stdout.toString();
 }
+
+/** The ids a test's hostUsers: false pod maps: kubelet gives each such pod 65536. */
+export const USERNS_LENGTH = 65536;
+
+export interface UsernsIdMapping {
+  container_id: number;
+  host_id: number;
+  length: number;
+}
+
+/** kubelet's one range for such a pod: its ids 0..65535 are the host's from `hostId`. */
+export const usernsIdMapping = (hostId: number): UsernsIdMapping[] => [
+  { container_id: 0, host_id: hostId, length: USERNS_LENGTH },
+];
+
+/** kubelet's namespace options for a hostUsers: false pod, which it copies into each container's config. */
+export function usernsNamespaceOptions(hostId: number, pid = 'CONTAINER'): Record<string, unknown> {
+  return {
+    network: 'POD',
+    pid,
+    ipc: 'POD',
+    userns_options: { mode: 'POD', uids: usernsIdMapping(hostId), gids: usernsIdMapping(hostId) },
+  };
+}
