@@ -10,7 +10,6 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
@@ -29,23 +28,16 @@ import {
   startContainer,
   type Pod,
 } from '../harness/pods.js';
-import { registrySkip } from '../harness/skip.js';
+import { appArmorEnabled, registrySkip } from '../harness/skip.js';
 
 const SUITE_TIMEOUT_MS = 600_000;
 const LOADED = '/sys/kernel/security/apparmor/profiles';
-const APPARMOR_ON = (() => {
-  try {
-    return readFileSync('/sys/module/apparmor/parameters/enabled', 'utf8').trim() === 'Y';
-  } catch {
-    return false;
-  }
-})();
 const onSkip =
   registrySkip ||
-  (APPARMOR_ON
+  (appArmorEnabled
     ? false
     : 'AppArmor is not enabled on this host (run it in the VM: npm run test:vm -- <file>)');
-const offSkip = registrySkip || (APPARMOR_ON ? 'AppArmor is enabled on this host' : false);
+const offSkip = registrySkip || (appArmorEnabled ? 'AppArmor is enabled on this host' : false);
 
 const SC = 'config.linux.security_context';
 /** The test's own Localhost profile, unique to the run; it refuses one file, to show it applies. */

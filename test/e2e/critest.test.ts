@@ -5,7 +5,7 @@
  * few itself, and only for the reasons allowed below; every other spec must pass.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,7 +14,7 @@ import { CRITEST, critestRegistryArgs, critestSkip, runCritest } from '../harnes
 import { BUSYBOX_DEB, pushCritestImages } from '../harness/critest-images.js';
 import { TestDaemon } from '../harness/daemon.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
-import { registrySkip } from '../harness/skip.js';
+import { appArmorEnabled, registrySkip } from '../harness/skip.js';
 
 /** A hang bound for the whole run (about 80 s on a 2-core host). */
 const CRITEST_TIMEOUT_MS = 1_200_000;
@@ -39,15 +39,11 @@ const SKIPS: { spec: string; why: string }[] = [
       ]),
 ];
 
-const APPARMOR_ENABLED =
-  existsSync('/sys/module/apparmor/parameters/enabled') &&
-  readFileSync('/sys/module/apparmor/parameters/enabled', 'utf8').trim() === 'Y';
-
 /** Reasons critest gives when it skips a spec itself, where this host or berth allows them. */
 const SELF_SKIPS: string[] = [
   // Issue 25: berth reports user namespaces once a probe shows the node can idmap mounts.
   'no runtime handler found which supports user namespaces',
-  ...(APPARMOR_ENABLED ? [] : ['AppArmor is disabled on this host']),
+  ...(appArmorEnabled ? [] : ['AppArmor is disabled on this host']),
 ];
 
 const gccSkip = existsSync('/usr/bin/gcc') ? false : 'no gcc to build the nginx and nonewprivs stand-ins';

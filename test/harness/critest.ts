@@ -93,13 +93,14 @@ function count(output: string, what: string): number {
 
 /**
  * Runs the specs `focus` selects (all of them when null), but those `skip` matches; bounded by
- * `timeoutMs`, a hang bound.
+ * `timeoutMs`, a hang bound. `env` is critest's environment, when not this process's.
  */
 export async function runCritest(
   daemon: TestDaemon,
   focus: string | null,
   timeoutMs = 600_000,
   skip: string | null = null,
+  env?: NodeJS.ProcessEnv,
 ): Promise<CritestOutcome> {
   assert.ok(CRITEST, String(critestSkip));
   const endpoint = `unix://${daemon.socket}`;
@@ -113,7 +114,7 @@ export async function runCritest(
       '--ginkgo.no-color',
       '--ginkgo.v',
     ],
-    { timeoutMs },
+    { timeoutMs, ...(env ? { env } : {}) },
   );
   const output = `${stdout}\n${stderr}`;
   return {

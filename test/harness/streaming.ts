@@ -363,11 +363,13 @@ export interface ProgramOptions {
   /** Leave stdin open after the input: `script` turns its stdin's end into input of its own. */
   keepStdinOpen?: boolean;
   timeoutMs?: number;
+  /** The program's environment, when not this process's. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export function runProgram(file: string, args: string[], opts: ProgramOptions = {}): Promise<CrictlResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(file, args, { stdio: ['pipe', 'pipe', 'pipe'], env: opts.env ?? process.env });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8');
