@@ -39,6 +39,7 @@ before(async () => {
       systemdCgroup: true,
       kernelHasMountSetattr: true,
       usernsProbe: null,
+      criuUsable: false,
       exitDir: join(dir, 'exits'),
       socketDir: join(dir, 'sockets'),
       persistDir: join(dir, 'persist'),
@@ -80,6 +81,7 @@ test('each handler probed its runc once: rro needs mount_setattr (the host probe
       recursiveReadOnlyMounts: true,
       userNamespaces: false,
       joinsUserNamespace: false,
+      checkpointRestore: false,
     });
   }
   const probes = (await takeCalls()).filter((line) => line.endsWith(' features'));
@@ -96,16 +98,44 @@ test('no rro on a kernel without mount_setattr, whatever runc says', async () =>
     systemdCgroup: false,
     timeoutMs: 10_000,
   });
-  assert.deepEqual(await probeFeatures(runc, false, null), {
+  const host = { kernelHasMountSetattr: false, usernsProbe: null, criuUsable: false };
+  assert.deepEqual(await probeFeatures(runc, host), {
     recursiveReadOnlyMounts: false,
     userNamespaces: false,
     joinsUserNamespace: false,
+    checkpointRestore: false,
   });
-  assert.deepEqual(await probeFeatures(runc, true, null), {
+  assert.deepEqual(await probeFeatures(runc, { ...host, kernelHasMountSetattr: true }), {
     recursiveReadOnlyMounts: true,
     userNamespaces: false,
     joinsUserNamespace: false,
+    checkpointRestore: false,
   });
+  await takeCalls();
+});
+
+test('checkpoints only with a usable criu and a runtime that has the command', async () => {
+  const runc = new Runc({
+    binary: join(dir, 'fake-runc'),
+    root: join(dir, 'root-probe'),
+    systemdCgroup: false,
+    timeoutMs: 10_000,
+  });
+  const host = { kernelHasMountSetattr: false, usernsProbe: null, criuUsable: false };
+  assert.equal((await probeFeatures(runc, host)).checkpointRestore, false);
+  // Not even asked: without criu the runtime's command could do nothing.
+  assert.deepEqual(
+    (await takeCalls()).filter((line) => line.includes('checkpoint')),
+    [],
+  );
+  assert.equal((await probeFeatures(runc, { ...host, criuUsable: true })).checkpointRestore, true);
+  const noCommand = new Runc({ ...runc.opts, binary: join(dir, 'runc-without-checkpoint') });
+  await writeFile(
+    noCommand.opts.binary,
+    '#!/bin/sh\ncase " $* " in *" checkpoint "*) exit 1 ;; *" features "*) echo {} ;; esac\n',
+  );
+  await chmod(noCommand.opts.binary, 0o755);
+  assert.equal((await probeFeatures(noCommand, { ...host, criuUsable: true })).checkpointRestore, false);
   await takeCalls();
 });
 
