@@ -91,14 +91,21 @@ test('each handler probed its runc once: rro needs mount_setattr (the host probe
   ]);
 });
 
-test('no rro on a kernel without mount_setattr, whatever runc says', async () => {
-  const runc = new Runc({
-    binary: join(dir, 'fake-runc'),
+/** A Runc of a fake binary in the test's dir, with a root of its own for the probes. */
+function probeRunc(binary: string): Runc {
+  return new Runc({
+    binary: join(dir, binary),
     root: join(dir, 'root-probe'),
     systemdCgroup: false,
     timeoutMs: 10_000,
   });
-  const host = { kernelHasMountSetattr: false, usernsProbe: null, criuUsable: false };
+}
+
+const NO_HOST_CAPABILITIES = { kernelHasMountSetattr: false, usernsProbe: null, criuUsable: false };
+
+test('no rro on a kernel without mount_setattr, whatever runc says', async () => {
+  const runc = probeRunc('fake-runc');
+  const host = NO_HOST_CAPABILITIES;
   assert.deepEqual(await probeFeatures(runc, host), {
     recursiveReadOnlyMounts: false,
     userNamespaces: false,
@@ -115,13 +122,8 @@ test('no rro on a kernel without mount_setattr, whatever runc says', async () =>
 });
 
 test('checkpoints only with a usable criu and a runtime that has the command', async () => {
-  const runc = new Runc({
-    binary: join(dir, 'fake-runc'),
-    root: join(dir, 'root-probe'),
-    systemdCgroup: false,
-    timeoutMs: 10_000,
-  });
-  const host = { kernelHasMountSetattr: false, usernsProbe: null, criuUsable: false };
+  const runc = probeRunc('fake-runc');
+  const host = NO_HOST_CAPABILITIES;
   assert.equal((await probeFeatures(runc, host)).checkpointRestore, false);
   // Not even asked: without criu the runtime's command could do nothing.
   assert.deepEqual(
@@ -129,7 +131,7 @@ test('checkpoints only with a usable criu and a runtime that has the command', a
     [],
   );
   assert.equal((await probeFeatures(runc, { ...host, criuUsable: true })).checkpointRestore, true);
-  const noCommand = new Runc({ ...runc.opts, binary: join(dir, 'runc-without-checkpoint') });
+  const noCommand = probeRunc('runc-without-checkpoint');
   await writeFile(
     noCommand.opts.binary,
     '#!/bin/sh\ncase " $* " in *" checkpoint "*) exit 1 ;; *" features "*) echo {} ;; esac\n',
