@@ -175,12 +175,12 @@ export interface CriuHost {
   reason?: string;
 }
 
-/** `criu --version` says "Version: 3.17.1" first. */
-async function probeCriu(timeoutMs: number): Promise<CriuHost | null> {
+/** `criu --version` says "Version: 3.17.1" first. `program` is another criu only in tests. */
+export async function probeCriu(timeoutMs: number, program = 'criu'): Promise<CriuHost | null> {
   let path: string;
   let version: string | undefined;
   try {
-    path = await findProgram('criu');
+    path = await findProgram(program);
     version = /^Version:\s*(\S+)/m.exec((await run(path, ['--version'], { timeoutMs })).stdout)?.[1];
   } catch {
     // Not installed, or it failed or hung: either way there is no criu to use.
