@@ -10,7 +10,7 @@
  * the container and the temp file, for start-up repair (repair.ts) after a kill mid-way.
  */
 import { randomBytes } from 'node:crypto';
-import { access, constants, copyFile, mkdtemp, rename, rm, stat } from 'node:fs/promises';
+import { access, chmod, constants, copyFile, mkdtemp, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import {
   BerthError,
@@ -21,7 +21,7 @@ import {
 } from '../errors.js';
 import { runtimeOf, type ContainerContext } from '../container/context.js';
 import { currentContainer, findContainer, stateWord } from '../container/lookup.js';
-import { ensureDir, PRIVATE_DIR } from '../file-modes.js';
+import { ensureDir, PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
 import { rootfsLayers } from '../imagestore/rootfs.js';
 import type { Container } from '../model/container.js';
 import { pauseIfAsked } from '../operation/pause.js';
@@ -178,6 +178,8 @@ export class ContainerCheckpoint {
             ),
       ]);
       await writeArchive(paths.contents, names, tempArchive, remaining());
+      // The processes' memory is in there, secrets and keys too: root's alone, as kubelet asks.
+      await chmod(tempArchive, PRIVATE_FILE);
       remaining();
       await rename(tempArchive, location);
       log.info({ location }, 'checkpointed container');

@@ -9,7 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -111,6 +111,7 @@ describe('CheckpointContainer with a working criu', { skip: criuSkip, timeout: S
     await checkpoint(d, id, location);
 
     assert.deepEqual(await namesIn(out), ['counter.tar'], 'a temp file was left next to the archive');
+    assert.equal((await stat(location)).mode & 0o777, 0o600, "the archive is not root's alone");
     const listed = await tarList(location);
     for (const name of ['config.dump', 'spec.dump', 'rootfs-diff.tar', 'deleted.files', 'dump.log']) {
       assert.ok(listed.includes(name), `${name} missing from ${listed.join(', ')}`);
