@@ -106,8 +106,9 @@ export interface CheckpointOptions {
 export interface CheckpointVerbs {
   /**
    * Dumps a running or paused container's processes into `opts.imageDir`. A container paused
-   * before stays paused; one that was running runs again, whether the dump worked or not. Throws
-   * with the tail of criu's log when criu fails.
+   * before stays paused. One that was running runs again after a failed dump, and after a
+   * successful one with `leaveRunning` (without, it ends). Throws with the tail of criu's log when
+   * criu fails.
    */
   checkpoint(id: string, opts: CheckpointOptions): Promise<void>;
   /** Pauses a running container (cgroup freezer). */
