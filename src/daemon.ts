@@ -30,6 +30,8 @@ import { ensureInfraRootfs } from './oci/infra.js';
 import { recover } from './sandbox/recovery.js';
 import { SandboxTeardown } from './sandbox/teardown.js';
 import { recoverContainers } from './container/recovery.js';
+import { repairCheckpoints } from './checkpoint/repair.js';
+import { ContainerCheckpoint } from './checkpoint/service.js';
 import { ContainerService } from './container/service.js';
 import { PodStatsService } from './podstats/service.js';
 import { PodGate } from './sandbox/gate.js';
@@ -126,6 +128,7 @@ export async function startDaemon(
       binary: await findProgram(config.monitor),
       systemdCgroup: config.cgroupDriver === 'systemd',
       kernelHasMountSetattr: host.idmappedMounts.mountSetattr,
+      criuUsable: host.criu?.usable ?? false,
       usernsProbe:
         host.idmappedMounts.overlayLower && host.idmappedMounts.tmpfs
           ? {
@@ -168,6 +171,7 @@ export async function startDaemon(
         logger,
         events,
         rebooted,
+        repairCheckpoints: () => repairCheckpoints({ rootDir: config.rootDir, store, runtimes, logger }),
       }),
   });
   // Parsing the CRI proto is CPU work of its own: done while recovery waits for runc and the disk.
@@ -289,6 +293,7 @@ export async function startDaemon(
         sandboxes,
         images,
         containers,
+        checkpoints: new ContainerCheckpoint(containers.context),
         podStats,
         events: eventHub,
         streams: streaming,

@@ -34,6 +34,11 @@ export interface ContainerRecoveryDeps {
   /** Exits found here reach kubelet as events once it subscribes. */
   events: LifecycleEvents;
   rebooted: boolean;
+  /**
+   * Resumes the containers a checkpoint cut short left paused, returning their ids, and removes
+   * its files (checkpoint/repair.ts): run once the rows are settled.
+   */
+  repairCheckpoints?: () => Promise<string[]>;
 }
 
 export interface ContainerRecoveryReport {
@@ -42,6 +47,8 @@ export interface ContainerRecoveryReport {
   lost: string[];
   orphanDirs: string[];
   orphanExitFiles: string[];
+  /** Paused by a checkpoint berthd was killed in, and running again. */
+  resumedAfterCheckpoint: string[];
 }
 
 /**
@@ -59,6 +66,7 @@ export async function recoverContainers(deps: ContainerRecoveryDeps): Promise<Co
     lost: [],
     orphanDirs: [],
     orphanExitFiles: [],
+    resumedAfterCheckpoint: [],
   };
   await inPool(store.containers.list(), REPAIR_CONCURRENCY, async (container) => {
     try {
@@ -76,6 +84,7 @@ export async function recoverContainers(deps: ContainerRecoveryDeps): Promise<Co
     }
   });
   await removeOrphans(deps, teardown, report);
+  report.resumedAfterCheckpoint = (await deps.repairCheckpoints?.()) ?? [];
   return report;
 }
 

@@ -1,5 +1,5 @@
 import { KeyedLock } from '../operation/lock.js';
-import type { ContainerServiceDeps } from './context.js';
+import type { ContainerContext, ContainerServiceDeps } from './context.js';
 import { ContainerExec } from './exec.js';
 import { ExitRecorder } from './exit-recorder.js';
 import { ContainerLifecycle } from './lifecycle.js';
@@ -21,6 +21,8 @@ export class ContainerService {
   readonly views: ContainerViews;
   /** For the daemon: conmon's exit files, and the periodic check for dead monitors. */
   readonly exits: ExitRecorder;
+  /** The deps and per-container lock the parts share, for operations written outside (checkpoint/). */
+  readonly context: ContainerContext;
 
   constructor(deps: ContainerServiceDeps) {
     const context = { deps, lock: new KeyedLock() };
@@ -30,5 +32,6 @@ export class ContainerService {
     this.exec = new ContainerExec(deps);
     this.stats = new ContainerStatsReader(deps);
     this.views = new ContainerViews(deps, this.exits);
+    this.context = context;
   }
 }

@@ -3,6 +3,7 @@
  * proto/: an rpc missing here, misspelled, or given a handler of another request type does not
  * compile. Serving one that answers UNIMPLEMENTED today is a change of its line.
  */
+import type { ContainerCheckpoint } from '../checkpoint/service.js';
 import type { BerthConfig } from '../config/types.js';
 import type { ContainerService } from '../container/service.js';
 import type { HostFeatures } from '../host/features.js';
@@ -10,6 +11,7 @@ import type { ImageService } from '../image/service.js';
 import type { NodeState } from '../node/state.js';
 import type { PodStatsService } from '../podstats/service.js';
 import type { SandboxService } from '../sandbox/service.js';
+import { checkpointHandlers } from './checkpoint.js';
 import { containerHandlers } from './container.js';
 import { eventHandlers, type PodEventHub } from './events.js';
 import type { ImageServiceHandlers } from './generated/runtime/v1/ImageService.js';
@@ -27,6 +29,7 @@ export interface CriDomains {
   sandboxes: SandboxService;
   images: ImageService;
   containers: ContainerService;
+  checkpoints: ContainerCheckpoint;
   events: PodEventHub;
   podStats: PodStatsService;
   streams: StreamUrls;
@@ -42,6 +45,7 @@ export function runtimeService(
   const runtime = runtimeHandlers(config, domains.node, domains.host);
   const sandbox = sandboxHandlers(domains.sandboxes);
   const container = containerHandlers(domains.containers);
+  const checkpoint = checkpointHandlers(domains.checkpoints);
   const events = eventHandlers(domains.events);
   const podStats = podStatsHandlers(domains.podStats);
   const streaming = streamingHandlers(domains.containers, domains.sandboxes, domains.streams);
@@ -80,7 +84,7 @@ export function runtimeService(
     ContainerStatus: edge.unary(container.ContainerStatus),
     UpdateContainerResources: edge.unary(container.UpdateContainerResources),
     ReopenContainerLog: edge.unary(container.ReopenContainerLog),
-    CheckpointContainer: edge.unimplemented(),
+    CheckpointContainer: edge.unary(checkpoint.CheckpointContainer),
     GetContainerEvents: edge.serverStream(events.GetContainerEvents),
 
     ExecSync: edge.unary(container.ExecSync),

@@ -2,11 +2,11 @@
  * What the host can do, probed once at start-up: logged once, shown by verbose Status (`crictl
  * info`), and handed to whoever decides by it, so that no module keeps a probe of its own. Probes
  * of what a runtime handler can do (rro mounts, joining a user namespace) belong to the handler.
- * criu is information only: berth runs none yet.
  */
 import { access, constants, readdir, readFile, stat } from 'node:fs/promises';
 import { release } from 'node:os';
 import { probeCgroupHost, type CgroupHost } from '../cgroups/probe.js';
+import { errorMessage, ExecError } from '../errors.js';
 import { findProgram, run } from '../exec.js';
 import { loadLibc } from '../libc.js';
 import type { AppArmorHost } from '../oci/apparmor.js';
@@ -28,8 +28,8 @@ export interface HostFeatures {
    * what a user-namespaced pod needs (tried once, see idmap-probe.ts).
    */
   idmappedMounts: { kernel: string; mountSetattr: boolean } & IdmapSupport;
-  /** CRIU, for checkpoint and restore later; null when it is not installed or does not answer. */
-  criu: { version: string } | null;
+  /** CRIU, which checkpoints containers; null when it is not installed or does not answer. */
+  criu: CriuHost | null;
 }
 
 export interface HostProbeOptions {
@@ -45,7 +45,7 @@ export async function probeHostFeatures(opts: HostProbeOptions): Promise<HostFea
     seccompSupport(),
     hugePageSizes(),
     idmappedMounts(opts),
-    criuVersion(opts.timeoutMs),
+    probeCriu(opts.timeoutMs),
   ]);
   return {
     cgroups,
@@ -164,14 +164,39 @@ async function idmappedMounts(
   return { mountSetattr: true, ...(await probeIdmapSupport(opts.scratchDir, opts.timeoutMs)) };
 }
 
-/** `criu --version` says "Version: 3.17.1" first. */
-async function criuVersion(timeoutMs: number): Promise<HostFeatures['criu']> {
+/**
+ * What criu says of itself. An installed criu may still be unable to dump on this kernel (criu
+ * 3.17 on 6.18: "Unexpected rt vDSO area bounds"): `criu check` tries what a dump needs, and only
+ * when it passes is criu usable; otherwise `reason` holds what it said.
+ */
+export interface CriuHost {
+  version: string;
+  usable: boolean;
+  reason?: string;
+}
+
+/** `criu --version` says "Version: 3.17.1" first. `program` is another criu only in tests. */
+export async function probeCriu(timeoutMs: number, program = 'criu'): Promise<CriuHost | null> {
+  let path: string;
+  let version: string | undefined;
   try {
-    const { stdout } = await run(await findProgram('criu'), ['--version'], { timeoutMs });
-    const version = /^Version:\s*(\S+)/m.exec(stdout)?.[1];
-    return version === undefined ? null : { version };
+    path = await findProgram(program);
+    version = /^Version:\s*(\S+)/m.exec((await run(path, ['--version'], { timeoutMs })).stdout)?.[1];
   } catch {
     // Not installed, or it failed or hung: either way there is no criu to use.
     return null;
   }
+  if (version === undefined) return null;
+  try {
+    await run(path, ['check'], { timeoutMs });
+    return { version, usable: true };
+  } catch (err) {
+    const said = err instanceof ExecError ? lastLines(err.stderr) || err.message : errorMessage(err);
+    return { version, usable: false, reason: `criu check failed: ${said}` };
+  }
+}
+
+/** criu check prints a line per thing it tried; the failures come last. */
+function lastLines(text: string): string {
+  return text.trim().split('\n').slice(-3).join('; ');
 }

@@ -230,3 +230,22 @@ export async function listRootfsDirs(rootDir: string): Promise<string[]> {
     throw err;
   }
 }
+
+/**
+ * A container's writable layer and the image layers under it, top-most first, as its overlay
+ * stacks them: what a checkpoint reads the container's changes from.
+ */
+export async function rootfsLayers(
+  containerId: string,
+  rootDir: string,
+): Promise<{ upper: string; lowers: string[] }> {
+  const dir = containerDir(containerId, rootDir);
+  const linkDir = (await isDir(join(dir, IDMAPPED_DIR))) ? IDMAPPED_DIR : 'l';
+  const names = await readdir(join(dir, linkDir)).catch((err: unknown) => {
+    // An image without layers has an empty lower dir and no links.
+    if (isErrno(err, 'ENOENT')) return [] as string[];
+    throw err;
+  });
+  const ordered = names.sort((a, b) => parseInt(a, 36) - parseInt(b, 36));
+  return { upper: join(dir, 'upper'), lowers: ordered.map((name) => join(dir, linkDir, name)) };
+}

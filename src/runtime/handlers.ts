@@ -7,6 +7,7 @@ import { ConfigError } from '../config/error.js';
 import { FailedPreconditionError } from '../errors.js';
 import { findProgram } from '../exec.js';
 import { Conmon, isConmonOf, type ConmonOptions } from './conmon.js';
+import { hasCheckpointCommand } from './checkpoint.js';
 import { Runc } from './runc.js';
 import { RuncConmonHandler } from './runc-conmon.js';
 import type { HandlerFeatures, RuntimeHandler } from './runtime.js';
@@ -58,19 +59,30 @@ export class RuntimeHandlers {
   }
 }
 
+/** What the host's probe found that the handlers' features also depend on. */
+export interface HostCapabilities {
+  /** Whether the kernel has mount_setattr(2). */
+  kernelHasMountSetattr: boolean;
+  /** How to try joining a user namespace; null where the host's probe says it cannot idmap. */
+  usernsProbe: UsernsProbeOptions | null;
+  /** criu passed `criu check`. */
+  criuUsable: boolean;
+}
+
 /**
  * Recursive read-only mounts need mount_setattr(2) in the kernel (the host's probe says) and a
  * runc that knows "rro". Joining a user namespace is tried only where the host can idmap what a
- * user-namespaced pod needs (`usernsProbe` null where it cannot).
+ * user-namespaced pod needs (`usernsProbe` null where it cannot). Checkpoints need a usable criu
+ * and a runtime with the command that drives it.
  */
 export async function probeFeatures(
   runc: Runc,
-  kernelHasMountSetattr: boolean,
-  usernsProbe: UsernsProbeOptions | null,
+  { kernelHasMountSetattr, usernsProbe, criuUsable }: HostCapabilities,
 ): Promise<HandlerFeatures> {
-  const [mountOptions, usernsFailure] = await Promise.all([
+  const [mountOptions, usernsFailure, checkpoints] = await Promise.all([
     runc.mountOptions(),
     usernsProbe ? probeUsernsJoin(runc, usernsProbe) : 'not tried',
+    criuUsable ? hasCheckpointCommand(runc) : false,
   ]);
   return {
     recursiveReadOnlyMounts: kernelHasMountSetattr && mountOptions.includes('rro'),
@@ -78,6 +90,7 @@ export async function probeFeatures(
     // null otherwise), which is all a user-namespaced pod's containers then need.
     userNamespaces: usernsProbe !== null && usernsFailure === null,
     joinsUserNamespace: usernsFailure === null,
+    checkpointRestore: checkpoints,
   };
 }
 
@@ -89,22 +102,20 @@ export interface HandlerConfig {
 }
 
 /** What every handler's runc and conmon share: the monitor and its dirs, the cgroup driver, the deadline. */
-export type SharedRuntimeConfig = Omit<ConmonOptions, 'runc'> & {
-  systemdCgroup: boolean;
-  /** From the host's features, probed once: whether the kernel has mount_setattr(2). */
-  kernelHasMountSetattr: boolean;
-  /** How to try joining a user namespace; null where the host's probe says it cannot idmap. */
-  usernsProbe: UsernsProbeOptions | null;
-  /** Parent of the per-exec temp dirs; emptied at start-up (resetExecDirs). */
-  execDir: string;
-};
+export type SharedRuntimeConfig = Omit<ConmonOptions, 'runc'> &
+  HostCapabilities & {
+    systemdCgroup: boolean;
+    /** Parent of the per-exec temp dirs; emptied at start-up (resetExecDirs). */
+    execDir: string;
+  };
 
 export async function openRuntimeHandlers(
   defaultConfig: HandlerConfig,
   others: readonly HandlerConfig[],
   shared: SharedRuntimeConfig,
 ): Promise<RuntimeHandlers> {
-  const { systemdCgroup, execDir, kernelHasMountSetattr, usernsProbe, ...monitor } = shared;
+  const { systemdCgroup, execDir, kernelHasMountSetattr, usernsProbe, criuUsable, ...monitor } = shared;
+  const host = { kernelHasMountSetattr, usernsProbe, criuUsable };
   const open = async ({ name, binary, root }: HandlerConfig): Promise<RuntimeHandler> => {
     // Looked up now, so that a handler whose binary is missing fails the start, not a pod's run.
     const path = await findProgram(binary);
@@ -114,7 +125,7 @@ export async function openRuntimeHandlers(
       name,
       runc,
       conmon,
-      features: await probeFeatures(runc, kernelHasMountSetattr, usernsProbe),
+      features: await probeFeatures(runc, host),
       execDir,
     });
   };

@@ -6,11 +6,13 @@
 import { join } from 'node:path';
 import type { LinuxResources, Process } from '../oci/spec.js';
 import { attachToMonitor, type AttachIo } from './attach.js';
+import { checkpointWithRunc } from './checkpoint.js';
 import type { Conmon, MonitorCreateRequest, MonitorCreated } from './conmon.js';
 import { execStream, type ExecStreamIo } from './exec-stream.js';
 import { execSync, type ExecSyncResult } from './exec-sync.js';
 import type { ContainerState, Runc } from './runc.js';
 import type {
+  CheckpointOptions,
   HandlerFeatures,
   MonitoredContainer,
   RuntimeExecSyncOptions,
@@ -55,6 +57,18 @@ export class RuncConmonHandler implements RuntimeHandler {
 
   createUnmonitored(id: string, bundleDir: string): Promise<number> {
     return this.runc.create(id, bundleDir, join(bundleDir, UNMONITORED_PID_FILE));
+  }
+
+  checkpoint(id: string, opts: CheckpointOptions): Promise<void> {
+    return checkpointWithRunc(this.runc, id, opts);
+  }
+
+  pause(id: string): Promise<void> {
+    return this.runc.pause(id);
+  }
+
+  resume(id: string): Promise<void> {
+    return this.runc.resume(id);
   }
 
   start(id: string): Promise<void> {

@@ -159,6 +159,22 @@ export class Runc {
     return Array.isArray(options) ? options.filter((o): o is string => typeof o === 'string') : [];
   }
 
+  /** `runc pause`: freezes every process of a running container. */
+  async pause(id: string): Promise<void> {
+    await this.exec(['pause', id]);
+  }
+
+  /** `runc resume`; a container that is not paused, or gone, counts as done. */
+  async resume(id: string): Promise<void> {
+    try {
+      await this.exec(['resume', id]);
+    } catch (err) {
+      const st = await this.state(id);
+      if (st === null || st.status !== 'paused') return;
+      throw err;
+    }
+  }
+
   /** All containers under berth's root. */
   async list(): Promise<ContainerState[]> {
     const { stdout } = await this.exec(['list', '--format', 'json']);

@@ -21,6 +21,8 @@ export interface HandlerFeatures {
    * false too where the host cannot idmap, so that it was not tried.
    */
   joinsUserNamespace: boolean;
+  /** criu passed `criu check` on this host and the handler's runtime has a `checkpoint` command. */
+  checkpointRestore: boolean;
 }
 
 /** A container as its monitor knows it: the id, and the bundle holding the monitor's control fifos. */
@@ -86,12 +88,37 @@ export interface ProcessVerbs {
   reopenLog(container: MonitoredContainer, logPath: string): Promise<void>;
 }
 
+/** How a checkpoint is taken; the dirs are the caller's, made before and removed after. */
+export interface CheckpointOptions {
+  /** Where criu writes its images. */
+  imageDir: string;
+  /** criu's own files: its log (dump.log) and its socket. */
+  workDir: string;
+  /** The container runs on after the dump instead of being killed. */
+  leaveRunning: boolean;
+  timeoutMs: number;
+}
+
 /**
- * One configured handler: its name (the one kubelet asks for), what it can do, and the verbs.
- * Checkpoint and restore are to be one more group of verbs beside these two, offered by a handler
- * whose features say that it can.
+ * A container's processes saved to files with criu, and made again from them. Offered by every
+ * handler; only one whose features say checkpointRestore can carry them out.
  */
-export interface RuntimeHandler extends ContainerVerbs, ProcessVerbs {
+export interface CheckpointVerbs {
+  /**
+   * Dumps a running or paused container's processes into `opts.imageDir`. A container paused
+   * before stays paused. One that was running runs again after a failed dump, and after a
+   * successful one with `leaveRunning` (without, it ends). Throws with the tail of criu's log when
+   * criu fails.
+   */
+  checkpoint(id: string, opts: CheckpointOptions): Promise<void>;
+  /** Pauses a running container (cgroup freezer). */
+  pause(id: string): Promise<void>;
+  /** Resumes a paused container; one that is not paused (or gone) counts as done. */
+  resume(id: string): Promise<void>;
+}
+
+/** One configured handler: its name (the one kubelet asks for), what it can do, and the verbs. */
+export interface RuntimeHandler extends ContainerVerbs, ProcessVerbs, CheckpointVerbs {
   readonly name: string;
   readonly features: HandlerFeatures;
 }

@@ -107,7 +107,12 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
       host: HostFeatures;
       runtimeHandlers: Record<
         string,
-        { recursiveReadOnlyMounts: boolean; userNamespaces: boolean; joinsUserNamespace: boolean }
+        {
+          recursiveReadOnlyMounts: boolean;
+          userNamespaces: boolean;
+          joinsUserNamespace: boolean;
+          checkpointRestore: boolean;
+        }
       >;
     };
     const cgroups = await probeCgroupHost();
@@ -138,6 +143,8 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
         recursiveReadOnlyMounts: true,
         userNamespaces: overlayLower && tmpfs,
         joinsUserNamespace: overlayLower && tmpfs,
+        // Both handlers' runc have the command: it comes down to whether criu works here.
+        checkpointRestore: shown.host.criu?.usable === true,
       });
     }
     assert.equal(daemon.output.split('"msg":"host features"').length - 1, 1, 'logged once');

@@ -39,6 +39,7 @@ before(async () => {
       systemdCgroup: true,
       kernelHasMountSetattr: true,
       usernsProbe: null,
+      criuUsable: false,
       exitDir: join(dir, 'exits'),
       socketDir: join(dir, 'sockets'),
       persistDir: join(dir, 'persist'),
@@ -80,6 +81,7 @@ test('each handler probed its runc once: rro needs mount_setattr (the host probe
       recursiveReadOnlyMounts: true,
       userNamespaces: false,
       joinsUserNamespace: false,
+      checkpointRestore: false,
     });
   }
   const probes = (await takeCalls()).filter((line) => line.endsWith(' features'));
@@ -89,23 +91,53 @@ test('each handler probed its runc once: rro needs mount_setattr (the host probe
   ]);
 });
 
-test('no rro on a kernel without mount_setattr, whatever runc says', async () => {
-  const runc = new Runc({
-    binary: join(dir, 'fake-runc'),
+/** A Runc of a fake binary in the test's dir, with a root of its own for the probes. */
+function probeRunc(binary: string): Runc {
+  return new Runc({
+    binary: join(dir, binary),
     root: join(dir, 'root-probe'),
     systemdCgroup: false,
     timeoutMs: 10_000,
   });
-  assert.deepEqual(await probeFeatures(runc, false, null), {
+}
+
+const NO_HOST_CAPABILITIES = { kernelHasMountSetattr: false, usernsProbe: null, criuUsable: false };
+
+test('no rro on a kernel without mount_setattr, whatever runc says', async () => {
+  const runc = probeRunc('fake-runc');
+  const host = NO_HOST_CAPABILITIES;
+  assert.deepEqual(await probeFeatures(runc, host), {
     recursiveReadOnlyMounts: false,
     userNamespaces: false,
     joinsUserNamespace: false,
+    checkpointRestore: false,
   });
-  assert.deepEqual(await probeFeatures(runc, true, null), {
+  assert.deepEqual(await probeFeatures(runc, { ...host, kernelHasMountSetattr: true }), {
     recursiveReadOnlyMounts: true,
     userNamespaces: false,
     joinsUserNamespace: false,
+    checkpointRestore: false,
   });
+  await takeCalls();
+});
+
+test('checkpoints only with a usable criu and a runtime that has the command', async () => {
+  const runc = probeRunc('fake-runc');
+  const host = NO_HOST_CAPABILITIES;
+  assert.equal((await probeFeatures(runc, host)).checkpointRestore, false);
+  // Not even asked: without criu the runtime's command could do nothing.
+  assert.deepEqual(
+    (await takeCalls()).filter((line) => line.includes('checkpoint')),
+    [],
+  );
+  assert.equal((await probeFeatures(runc, { ...host, criuUsable: true })).checkpointRestore, true);
+  const noCommand = probeRunc('runc-without-checkpoint');
+  await writeFile(
+    noCommand.opts.binary,
+    '#!/bin/sh\ncase " $* " in *" checkpoint "*) exit 1 ;; *" features "*) echo {} ;; esac\n',
+  );
+  await chmod(noCommand.opts.binary, 0o755);
+  assert.equal((await probeFeatures(noCommand, { ...host, criuUsable: true })).checkpointRestore, false);
   await takeCalls();
 });
 

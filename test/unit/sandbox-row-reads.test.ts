@@ -53,6 +53,7 @@ describe('sandbox row reads of StopPodSandbox and RemovePodSandbox', () => {
         systemdCgroup: false,
         kernelHasMountSetattr: false,
         usernsProbe: null,
+        criuUsable: false,
         exitDir: join(dir, 'exits'),
         socketDir: join(dir, 'sockets'),
         persistDir: join(dir, 'persist'),
