@@ -22,8 +22,9 @@ import {
   removeKubeletPod,
   scopesLeft,
   unparentedCgroup,
+  unparentedPodCgroup,
 } from '../harness/cgroup-drivers.js';
-import { CGROUP_V2 } from '../harness/cgroups.js';
+import { CGROUP_V2, hierarchiesHolding } from '../harness/cgroups.js';
 import { KUBELET_POD_LINUX, TestDaemon } from '../harness/daemon.js';
 import { useBusyboxImage } from '../harness/images.js';
 import {
@@ -92,21 +93,30 @@ for (const { driver, skip } of DRIVERS) {
       }
     });
 
-    test('a pod without a cgroup parent has its containers in the driver default place', async () => {
+    test('a pod without a cgroup parent gets a cgroup of its own, its infra and containers in it', async () => {
       const d = daemon;
       assert.ok(d);
       const sandbox = await runPod(d.cri, d.pod('unparented'));
       const id = await startContainer(d.cri, sandbox, containerConfig('one', imageRef()));
       const infraPid = (await podStatus(d.cri, sandbox.id)).info.pid;
-      assert.equal(await cgroupOfPid(infraPid), unparentedCgroup(driver, sandbox.id));
+      assert.equal(await cgroupOfPid(infraPid), unparentedCgroup(driver, sandbox.id, sandbox.id));
       const { pid } = await containerInfo(d.cri, id);
-      assert.equal(await cgroupOfPid(pid), unparentedCgroup(driver, id));
+      assert.equal(await cgroupOfPid(pid), unparentedCgroup(driver, sandbox.id, id));
+      if (CGROUP_V2) {
+        const podCgroup = unparentedPodCgroup(driver, sandbox.id);
+        assert.deepEqual(await processesInCgroup(podCgroup), [], `processes in the pod cgroup ${podCgroup}`);
+      }
       if (CGROUP_V2) for (const p of [infraPid, pid]) await assertInLeaf(p);
 
       await stopAndRemovePod(d.cri, sandbox.id);
       for (const gone of [id, sandbox.id]) {
-        assert.deepEqual(await childCgroups(unparentedCgroup(driver, gone)), []);
+        assert.deepEqual(await childCgroups(unparentedCgroup(driver, sandbox.id, gone)), []);
       }
+      assert.deepEqual(
+        await hierarchiesHolding(unparentedPodCgroup(driver, sandbox.id)),
+        [],
+        'pod cgroup left',
+      );
       if (driver === 'systemd') {
         assert.deepEqual(await scopesLeft([sandbox.id, id]), [], 'scopes left behind');
       }

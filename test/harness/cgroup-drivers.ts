@@ -72,9 +72,14 @@ export function containerCgroup(driver: CgroupDriver, podPath: string, id: strin
   return driver === 'cgroupfs' ? `${podPath}/${id}` : `${podPath}/berth-${id}.scope`;
 }
 
-/** Where `driver` puts container `id` of a pod without a cgroup parent. */
-export function unparentedCgroup(driver: CgroupDriver, id: string): string {
-  return driver === 'cgroupfs' ? `/berth/${id}` : `/system.slice/berth-${id}.scope`;
+/** The cgroup berth makes for pod `podId`, one without a cgroup parent. */
+export function unparentedPodCgroup(driver: CgroupDriver, podId: string): string {
+  return driver === 'cgroupfs' ? `/berth/pod_${podId}` : `/berth.slice/berth-pod_${podId}.slice`;
+}
+
+/** Where `driver` puts container (or infra) `id` of pod `podId`, one without a cgroup parent. */
+export function unparentedCgroup(driver: CgroupDriver, podId: string, id: string): string {
+  return containerCgroup(driver, unparentedPodCgroup(driver, podId), id);
 }
 
 /** The cgroup of `pid`: v2's one, or its memory cgroup on v1 (the one limits are read from). */

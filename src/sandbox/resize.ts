@@ -1,0 +1,45 @@
+import type { CgroupManager } from '../cgroups/index.js';
+import type { PodResources, Sandbox } from '../model/sandbox.js';
+import type { SandboxContext } from './context.js';
+import { findSandbox } from './lookup.js';
+import { podLimits } from './pod-limits.js';
+
+/**
+ * UpdatePodSandboxResources: the pod's cgroup set to the new limits where berth made it, then the
+ * limits recorded. A pod with a cgroup_parent has kubelet's cgroup, which kubelet sizes itself:
+ * berth only records what it was told.
+ */
+export class SandboxResize {
+  constructor(private readonly ctx: SandboxContext) {}
+
+  async update(idOrPrefix: string, asked: PodResources): Promise<void> {
+    const { id } = findSandbox(this.ctx.deps.store, idOrPrefix, false);
+    // Under the pod's lock: a removal running now has the cgroup gone when this looks again.
+    await this.ctx.lock.with(id, async () => {
+      const sandbox = findSandbox(this.ctx.deps.store, id, false);
+      const { cgroups, config } = this.ctx.deps;
+      const applied = applicable(cgroups, sandbox, asked, '');
+      if (sandbox.podCgroup !== '') {
+        await cgroups.updatePodCgroup(sandbox.podCgroup, podLimits(applied), config.runtimeTimeoutMs);
+      }
+      this.ctx.deps.store.sandboxes.resourcesUpdated(id, asked);
+    });
+  }
+}
+
+/**
+ * `asked` as berth can set it on the pod's cgroup (see CgroupManager.supportedResources); a pod
+ * whose cgroup is kubelet's is not checked, since nothing is set. `prefix` leads the field names.
+ */
+export function applicable(
+  cgroups: CgroupManager,
+  sandbox: Pick<Sandbox, 'podCgroup'>,
+  asked: PodResources | null,
+  prefix: string,
+): PodResources | null {
+  if (asked === null || sandbox.podCgroup === '') return asked;
+  return {
+    resources: asked.resources && cgroups.supportedResources(asked.resources, `${prefix}resources`),
+    overhead: asked.overhead && cgroups.supportedResources(asked.overhead, `${prefix}overhead`),
+  };
+}
