@@ -7,13 +7,16 @@ import { CgroupManager, checkedRelative } from './manager.js';
 import { sharesToWeight, writeLimitFiles, type PodCgroupLimits } from './pod-cgroup.js';
 import type { CgroupHost } from './probe.js';
 
-/** Where containers of pods without a cgroup parent go; also runc's default for an empty slice. */
+/**
+ * Where containers of pods without a cgroup parent went before berth made a slice per pod (those
+ * pods keep them there); also runc's default for an empty slice.
+ */
 const DEFAULT_SLICE = 'system.slice';
 
 /** The OCI annotation runc turns into a property of the scope it makes (a D-Bus variant's text). */
 const OOM_POLICY_ANNOTATION = 'org.systemd.property.OOMPolicy';
 
-/** The slice berth's pod slices nest in ("berth-pod_<id>.slice" lives in "berth.slice"). */
+/** Names a pod's slice: "berth-pod_<id>.slice", which systemd nests in "berth.slice". */
 const POD_SLICE_PREFIX = 'berth-pod_';
 
 /**
@@ -100,9 +103,9 @@ export class SystemdManager extends CgroupManager {
   }
 
   /**
-   * systemd kills what is left in the slice as it stops it, and removes its cgroup; not that of a
-   * slice that was never started (a start that failed after systemd made the cgroup, measured on
-   * systemd 257), which goes as a container's does.
+   * systemd kills what is left in the slice as it stops it, and removes its cgroup; not the cgroup
+   * of a slice given properties but never started (measured on systemd 257), which goes as a
+   * container's does.
    */
   override async removePodCgroup(parent: string, timeoutMs: number): Promise<void> {
     await this.sliceControl().remove(parent, timeoutMs);

@@ -9,24 +9,21 @@
  * Needs root. Traffic goes to loopback only.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import {
   DRIVERS,
   V2_ONLY,
   cgroupOfPid,
   childCgroups,
   containerCgroup,
-  driverArgs,
-  kubeletPod,
   processesInCgroup,
-  removeKubeletPod,
   scopesLeft,
   unparentedCgroup,
   unparentedPodCgroup,
+  useDriverDaemon,
 } from '../harness/cgroup-drivers.js';
 import { CGROUP_V2, hierarchiesHolding } from '../harness/cgroups.js';
-import { KUBELET_POD_LINUX, TestDaemon } from '../harness/daemon.js';
-import { useBusyboxImage } from '../harness/images.js';
+import { KUBELET_POD_LINUX } from '../harness/daemon.js';
 import {
   containerConfig,
   containerInfo,
@@ -40,22 +37,10 @@ const SUITE_TIMEOUT_MS = 240_000;
 
 for (const { driver, skip } of DRIVERS) {
   describe(`cgroup nesting, ${driver} driver`, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
-    const imageRef = useBusyboxImage(`berth/cgroup-nesting-${driver}`);
-    let daemon: TestDaemon | undefined;
-    const pod = kubeletPod(driver);
-
-    before(async () => {
-      daemon = await TestDaemon.create({ extraArgs: driverArgs(driver) });
-      await daemon.cri.callImage('PullImage', { image: { image: imageRef() } });
-    });
-
-    after(async () => {
-      await daemon?.destroy();
-      await removeKubeletPod(driver, pod);
-    });
+    const { daemon, imageRef, pod } = useDriverDaemon(driver, `berth/cgroup-nesting-${driver}`);
 
     test('infra and containers sit below the pod cgroup kubelet names, and go with the pod', async () => {
-      const d = daemon;
+      const d = daemon();
       assert.ok(d);
       const config = d.pod('nested', {
         metadata: { name: 'nested', namespace: 'berth-test', uid: pod.uid, attempt: 0 },
@@ -94,7 +79,7 @@ for (const { driver, skip } of DRIVERS) {
     });
 
     test('a pod without a cgroup parent gets a cgroup of its own, its infra and containers in it', async () => {
-      const d = daemon;
+      const d = daemon();
       assert.ok(d);
       const sandbox = await runPod(d.cri, d.pod('unparented'));
       const id = await startContainer(d.cri, sandbox, containerConfig('one', imageRef()));
@@ -123,7 +108,7 @@ for (const { driver, skip } of DRIVERS) {
     });
 
     test('on cgroup v2 the monitors cgroup holds only monitors, in a leaf', { skip: V2_ONLY }, async () => {
-      const d = daemon;
+      const d = daemon();
       assert.ok(d);
       const sandbox = await runPod(d.cri, d.pod('monitored'));
       await startContainer(d.cri, sandbox, containerConfig('one', imageRef()));

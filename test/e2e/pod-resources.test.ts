@@ -10,25 +10,23 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import {
   DRIVERS,
   cgroupOfPid,
   containerCgroup,
-  driverArgs,
-  kubeletPod,
-  removeKubeletPod,
   unparentedPodCgroup,
+  useDriverDaemon,
 } from '../harness/cgroup-drivers.js';
 import { CGROUP_V2, hierarchiesHolding } from '../harness/cgroups.js';
 import { databasePath, selectRows } from '../harness/database.js';
 import { KUBELET_POD_LINUX, PAUSE_BEFORE_STEP_ENV, TestDaemon } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
-import { useBusyboxImage } from '../harness/images.js';
 import {
   containerConfig,
   containerInfo,
+  containerStatus,
   podStatus,
   runPod,
   startContainer,
@@ -89,24 +87,7 @@ function resources(memoryMiB: number, quota: number, shares = 0): Record<string,
 
 for (const { driver, skip } of DRIVERS) {
   describe(`pod-level resources, ${driver} driver`, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
-    const imageRef = useBusyboxImage(`berth/pod-resources-${driver}`);
-    let daemon: TestDaemon | undefined;
-    const kubelet = kubeletPod(driver);
-
-    before(async () => {
-      daemon = await TestDaemon.create({ extraArgs: driverArgs(driver) });
-      await daemon.cri.callImage('PullImage', { image: { image: imageRef() } });
-    });
-
-    after(async () => {
-      await daemon?.destroy();
-      await removeKubeletPod(driver, kubelet);
-    });
-
-    function d(): TestDaemon {
-      assert.ok(daemon);
-      return daemon;
-    }
+    const { daemon: d, imageRef, pod: kubelet } = useDriverDaemon(driver, `berth/pod-resources-${driver}`);
 
     test('a pod gets a cgroup of its own sized by resources plus overhead, bounding its containers, resized by UpdatePodSandboxResources, kept over a restart', async () => {
       const config = d().pod('sized', {
@@ -129,10 +110,21 @@ for (const { driver, skip } of DRIVERS) {
       const infraPid = (await podStatus(d().cri, pod.id)).info.pid;
       assert.equal(await cgroupOfPid(infraPid), containerCgroup(driver, path, pod.id));
       const cid = await startContainer(d().cri, pod, containerConfig('one', imageRef()));
-      assert.equal(
-        await cgroupOfPid((await containerInfo(d().cri, cid)).pid),
-        containerCgroup(driver, path, cid),
-      );
+      const { pid } = await containerInfo(d().cri, cid);
+      assert.equal(await cgroupOfPid(pid), containerCgroup(driver, path, cid));
+
+      // A container's resize within the pod's limits, twice: the same process, running on, reporting
+      // what was asked.
+      const started = await containerStatus(d().cri, cid);
+      for (let i = 0; i < 2; i++) {
+        await d().cri.call('UpdateContainerResources', { container_id: cid, linux: resources(32, 20_000) });
+        const now = await containerStatus(d().cri, cid);
+        assert.equal(now.state, 'CONTAINER_RUNNING');
+        assert.equal(now.started_at, started.started_at);
+        assert.equal(now.resources?.linux?.memory_limit_in_bytes, String(32 * MiB));
+        assert.equal(now.resources?.linux?.cpu_quota, '20000');
+        assert.equal((await containerInfo(d().cri, cid)).pid, pid);
+      }
 
       // A resize that lifts the cpu limit and raises the memory one.
       await d().cri.call('UpdatePodSandboxResources', {
