@@ -133,6 +133,12 @@ export class SandboxTeardown {
     await asStep('pod-cgroup-remove', () => this.deps.cgroups.removePodCgroup(parent, this.deps.timeoutMs));
   }
 
+  /** The cgroup berth made for pod `id` if it made one, for a pod whose record is gone. */
+  async removeOrphanPodCgroup(id: string): Promise<void> {
+    const { cgroups, timeoutMs } = this.deps;
+    await cgroups.removePodCgroup(cgroups.podCgroupFor(id), timeoutMs);
+  }
+
   /** Resolves once the dirs set aside so far are deleted (or have failed to be: start-up sweeps those). */
   filesRemoved(): Promise<void> {
     return this.deletions.settled();
