@@ -1,4 +1,5 @@
 import type { CgroupManager } from '../cgroups/index.js';
+import { FailedPreconditionError } from '../errors.js';
 import type { PodResources, Sandbox } from '../model/sandbox.js';
 import type { SandboxContext } from './context.js';
 import { findSandbox } from './lookup.js';
@@ -17,6 +18,9 @@ export class SandboxResize {
     // Under the pod's lock: a removal running now has the cgroup gone when this looks again.
     await this.ctx.lock.with(id, async () => {
       const sandbox = findSandbox(this.ctx.deps.store, id, false);
+      // Its cgroup may not be made yet, and ListPodSandbox does not show it: kubelet has no id for it.
+      if (sandbox.state === 'CREATING')
+        throw new FailedPreconditionError(`pod sandbox ${id} is being created`);
       const { cgroups, config } = this.ctx.deps;
       const applied = applicable(cgroups, sandbox, asked, '');
       if (sandbox.podCgroup !== '') {
