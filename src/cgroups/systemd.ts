@@ -112,9 +112,14 @@ export class SystemdManager extends CgroupManager {
     await super.removePodCgroup(parent, timeoutMs);
   }
 
-  /** systemd has no property for most v2 files: they are written as runc writes a container's. */
+  /**
+   * The v2 files systemd has no property for (UNIFIED_PROPERTIES has those it has) are written as
+   * runc writes a container's.
+   */
   private async writeUnified(parent: string, limits: PodCgroupLimits): Promise<void> {
-    const files = Object.entries(limits.unified).map(([file, value]) => ({ controller: '', file, value }));
+    const files = Object.entries(limits.unified)
+      .filter(([file]) => !(file in UNIFIED_PROPERTIES))
+      .map(([file, value]) => ({ controller: '', file, value }));
     await writeLimitFiles(this.host, this.podPath(parent), files);
   }
 
@@ -130,11 +135,27 @@ export class SystemdManager extends CgroupManager {
 }
 
 /**
+ * v2 files systemd sets from a property of the slice: written directly, systemd would write its
+ * own value back as soon as a scope joins the slice (measured: pids.max, on systemd 257).
+ */
+const UNIFIED_PROPERTIES: Readonly<Record<string, string>> = {
+  'pids.max': 'TasksMax',
+  'memory.high': 'MemoryHigh',
+  'memory.low': 'MemoryLow',
+  'memory.min': 'MemoryMin',
+  'memory.swap.max': 'MemorySwapMax',
+};
+
+/**
  * `limits` as properties of a slice, each always given so that an update also lifts what is no
  * longer asked ("X=" resets X). systemd sets cpu.max from a percentage of one CPU.
  */
 export function sliceProperties(limits: PodCgroupLimits): string[] {
   const percent = Math.round((limits.cpuQuota * 10_000) / limits.cpuPeriod) / 100;
+  const unified = Object.entries(UNIFIED_PROPERTIES).map(([file, property]) => {
+    const value = limits.unified[file]?.trim() ?? '';
+    return `${property}=${value === 'max' ? 'infinity' : value}`;
+  });
   return [
     `MemoryMax=${limits.memoryBytes > 0 ? limits.memoryBytes : 'infinity'}`,
     `CPUQuota=${limits.cpuQuota > 0 ? `${percent}%` : ''}`,
@@ -142,6 +163,7 @@ export function sliceProperties(limits: PodCgroupLimits): string[] {
     `CPUWeight=${limits.cpuShares > 0 ? sharesToWeight(limits.cpuShares) : ''}`,
     `AllowedCPUs=${limits.cpusetCpus}`,
     `AllowedMemoryNodes=${limits.cpusetMems}`,
+    ...unified,
   ];
 }
 

@@ -22,9 +22,9 @@ export class SandboxResize {
       if (sandbox.state === 'CREATING')
         throw new FailedPreconditionError(`pod sandbox ${id} is being created`);
       const { cgroups, config } = this.ctx.deps;
-      const applied = applicable(cgroups, sandbox, asked, '');
+      checkApplicable(cgroups, sandbox, asked, '');
       if (sandbox.podCgroup !== '') {
-        await cgroups.updatePodCgroup(sandbox.podCgroup, podLimits(applied), config.runtimeTimeoutMs);
+        await cgroups.updatePodCgroup(sandbox.podCgroup, podLimits(asked), config.runtimeTimeoutMs);
       }
       this.ctx.deps.store.sandboxes.resourcesUpdated(id, asked);
     });
@@ -32,18 +32,17 @@ export class SandboxResize {
 }
 
 /**
- * `asked` as berth can set it on the pod's cgroup (see CgroupManager.supportedResources); a pod
- * whose cgroup is kubelet's is not checked, since nothing is set. `prefix` leads the field names.
+ * Refuses what berth could not set on the pod's cgroup, naming the field (see
+ * CgroupManager.supportedResources; the hugepage limits it drops are not set on a pod's cgroup
+ * anyway). A pod whose cgroup is kubelet's is not checked: nothing is set. `prefix` leads the names.
  */
-export function applicable(
+export function checkApplicable(
   cgroups: CgroupManager,
   sandbox: Pick<Sandbox, 'podCgroup'>,
   asked: PodResources | null,
   prefix: string,
-): PodResources | null {
-  if (asked === null || sandbox.podCgroup === '') return asked;
-  return {
-    resources: asked.resources && cgroups.supportedResources(asked.resources, `${prefix}resources`),
-    overhead: asked.overhead && cgroups.supportedResources(asked.overhead, `${prefix}overhead`),
-  };
+): void {
+  if (asked === null || sandbox.podCgroup === '') return;
+  if (asked.resources) cgroups.supportedResources(asked.resources, `${prefix}resources`);
+  if (asked.overhead) cgroups.supportedResources(asked.overhead, `${prefix}overhead`);
 }

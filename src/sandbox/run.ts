@@ -37,7 +37,7 @@ import {
 import { nowNanos } from '../time.js';
 import { PRIVATE_DIR, PRIVATE_FILE, passableToPod } from '../file-modes.js';
 import { podLimits } from './pod-limits.js';
-import { applicable } from './resize.js';
+import { checkApplicable } from './resize.js';
 
 /** The infra process should be the last thing the OOM killer picks in a pod. */
 const INFRA_OOM_SCORE_ADJ = -998;
@@ -90,7 +90,7 @@ export class SandboxRun {
     // one layout, pod stats read from one cgroup, and a later UpdatePodSandboxResources has a
     // cgroup to set. A cgroup_parent is kubelet's to make and size.
     const podCgroup = spec.cgroupParent ? '' : this.deps.cgroups.podCgroupFor(id);
-    const applied = applicable(this.deps.cgroups, { podCgroup }, resources, 'config.linux.');
+    checkApplicable(this.deps.cgroups, { podCgroup }, resources, 'config.linux.');
 
     let defaultNetwork: CniNetworkList | null = null;
     if (!hostNetwork) {
@@ -111,7 +111,7 @@ export class SandboxRun {
       createdAt: nowNanos(),
       infra,
       podCgroup,
-      resources: applied,
+      resources,
     });
     sandboxes.insert(sandbox);
     this.deps.events.publish(sandboxChange('CREATED', id));

@@ -113,14 +113,19 @@ describe('the files and properties of a pod cgroup', () => {
     assert.equal(sharesToWeight(262_144), 10_000);
   });
 
-  test('systemd: every property given, so that an update lifts what is no longer asked', () => {
-    assert.deepEqual(sliceProperties(set), [
+  test('systemd: every property given, so that an update lifts what is no longer asked; v2 files systemd owns as properties', () => {
+    assert.deepEqual(sliceProperties({ ...set, unified: { 'pids.max': '321', 'memory.swap.max': 'max' } }), [
       `MemoryMax=${64 * MiB}`,
       'CPUQuota=25%',
       'CPUQuotaPeriodSec=100000us',
       'CPUWeight=1',
       'AllowedCPUs=',
       'AllowedMemoryNodes=0',
+      'TasksMax=321',
+      'MemoryHigh=',
+      'MemoryLow=',
+      'MemoryMin=',
+      'MemorySwapMax=infinity',
     ]);
     assert.deepEqual(sliceProperties(podLimits(null)).slice(0, 2), ['MemoryMax=infinity', 'CPUQuota=']);
   });
