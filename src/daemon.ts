@@ -152,7 +152,14 @@ export async function startDaemon(
     logger,
   });
   const events = new LifecyclePublisher<PodSnapshot>(eventHub, logger);
-  const sandboxTeardown = new SandboxTeardown({ sandboxes: store.sandboxes, cni, runtimes, logger });
+  const sandboxTeardown = new SandboxTeardown({
+    sandboxes: store.sandboxes,
+    cni,
+    runtimes,
+    cgroups,
+    timeoutMs: config.runtimeTimeoutMs,
+    logger,
+  });
   const recovery = recover({
     config,
     store,

@@ -216,10 +216,23 @@ ALTER TABLE containers ADD COLUMN resources_version INTEGER
   CHECK ((resources_version IS NULL) = (resources_json IS NULL) AND (resources_version IS NULL OR resources_version >= 1));
 `;
 
+/**
+ * Pod-level cgroups. pod_cgroup is the cgroup parent berth made for a pod without a cgroup_parent
+ * ('' for rows from before, whose containers keep the cgroups they were given); resources_json
+ * is what the pod asked for its cgroup (RunPodSandbox, then UpdatePodSandboxResources), NULL when
+ * it never asked.
+ */
+const addPodCgroups = `
+ALTER TABLE sandboxes ADD COLUMN pod_cgroup TEXT NOT NULL DEFAULT '';
+ALTER TABLE sandboxes ADD COLUMN resources_json TEXT
+  CHECK (resources_json IS NULL OR (json_valid(resources_json) AND json_type(resources_json) = 'object'));
+`;
+
 export const migrations: readonly Migration[] = [
   { version: 1, name: 'create sandboxes', sql: createSandboxes },
   { version: 2, name: 'create images', sql: createImages },
   { version: 3, name: 'create containers', sql: createContainers },
   { version: 4, name: 'sandbox infra flag', sql: addSandboxInfra },
   { version: 5, name: 'spec versions', sql: addSpecVersions },
+  { version: 6, name: 'pod cgroups', sql: addPodCgroups },
 ];

@@ -1,8 +1,12 @@
 /** The cgroupfs driver: runc makes each cgroup as a directory at the same path in every hierarchy. */
 import { InvalidArgumentError } from '../errors.js';
 import { CgroupManager, checkedRelative } from './manager.js';
+import { limitFiles, makePodCgroup, writeLimitFiles, type PodCgroupLimits } from './pod-cgroup.js';
 
-/** Where containers of pods without a cgroup parent go. */
+/**
+ * Where the cgroups of pods without a cgroup parent go (their containers directly, for pods from
+ * before berth made pod cgroups).
+ */
 const DEFAULT_PARENT = '/berth';
 
 export class CgroupfsManager extends CgroupManager {
@@ -22,6 +26,21 @@ export class CgroupfsManager extends CgroupManager {
       throw new InvalidArgumentError('cgroupsPath', `"${cgroupsPath}" is not absolute`);
     }
     return checkedRelative(cgroupsPath.replace(/\/+$/, ''), cgroupsPath);
+  }
+
+  /** Beside the containers of older pods, which are named by bare ids: no clash. */
+  podCgroupFor(id: string): string {
+    return `${DEFAULT_PARENT}/pod_${id}`;
+  }
+
+  async createPodCgroup(parent: string, limits: PodCgroupLimits): Promise<void> {
+    const rel = this.podPath(parent);
+    await makePodCgroup(this.host, rel);
+    await writeLimitFiles(this.host, rel, limitFiles(this.host, limits));
+  }
+
+  updatePodCgroup(parent: string, limits: PodCgroupLimits): Promise<void> {
+    return writeLimitFiles(this.host, this.podPath(parent), limitFiles(this.host, limits));
   }
 
   /** kubelet's "/kubepods/burstable/pod<uid>"; a parent without the leading slash means the same. */

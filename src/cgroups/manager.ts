@@ -9,6 +9,7 @@ import { InvalidArgumentError } from '../errors.js';
 import type { CgroupDriver } from './driver.js';
 import { removeCgroupEverywhere } from './hierarchy.js';
 import { MonitorCgroup, type MonitorCgroupMode } from './monitor.js';
+import type { PodCgroupLimits } from './pod-cgroup.js';
 import type { CgroupHost } from './probe.js';
 import { readCgroupDetailAt, readCgroupStatsAt, type CgroupDetail, type CgroupStats } from './stats.js';
 
@@ -35,6 +36,23 @@ export abstract class CgroupManager {
 
   /** The pod's own cgroup, which its cgroup_parent names, below the hierarchies' roots. */
   abstract podPath(parent: string): string;
+
+  /** The cgroup parent berth makes for pod `id`, one kubelet gave none, in the driver's form. */
+  abstract podCgroupFor(id: string): string;
+
+  /** Makes the pod cgroup `parent` (from podCgroupFor) with `limits` set on it. */
+  abstract createPodCgroup(parent: string, limits: PodCgroupLimits, timeoutMs: number): Promise<void>;
+
+  /** Sets `limits` on the existing pod cgroup `parent`. */
+  abstract updatePodCgroup(parent: string, limits: PodCgroupLimits, timeoutMs: number): Promise<void>;
+
+  /**
+   * Removes the pod cgroup `parent` with whatever is still below it (killing what runs there); one
+   * already gone is fine.
+   */
+  removePodCgroup(parent: string, timeoutMs: number): Promise<void> {
+    return removeCgroupEverywhere(this.podPath(parent), timeoutMs, this.host.mountPoints);
+  }
 
   /** The cgroup the container monitors live in, outside berthd's own. */
   monitors(mode: MonitorCgroupMode): MonitorCgroup {

@@ -4,18 +4,39 @@
  */
 import { InvalidArgumentError } from '../errors.js';
 import { CgroupManager, checkedRelative } from './manager.js';
+import { sharesToWeight, writeLimitFiles, type PodCgroupLimits } from './pod-cgroup.js';
 import type { CgroupHost } from './probe.js';
 
-/** Where containers of pods without a cgroup parent go; also runc's default for an empty slice. */
+/**
+ * Where containers of pods without a cgroup parent went before berth made a slice per pod (those
+ * pods keep them there); also runc's default for an empty slice.
+ */
 const DEFAULT_SLICE = 'system.slice';
 
 /** The OCI annotation runc turns into a property of the scope it makes (a D-Bus variant's text). */
 const OOM_POLICY_ANNOTATION = 'org.systemd.property.OOMPolicy';
 
+/** Names a pod's slice: "berth-pod_<id>.slice", which systemd nests in "berth.slice". */
+const POD_SLICE_PREFIX = 'berth-pod_';
+
+/**
+ * What the driver has systemd itself do with a pod's slice (host/systemd.ts does it, over
+ * systemctl). Properties are set for this boot only (runtime drop-ins): the pods do not outlive it.
+ */
+export interface SliceControl {
+  /** Starts `slice` (systemd makes one without a unit file) with `properties` set. */
+  start(slice: string, properties: readonly string[], timeoutMs: number): Promise<void>;
+  setProperties(slice: string, properties: readonly string[], timeoutMs: number): Promise<void>;
+  /** Stops it, and all that still runs in it, and drops the properties set. */
+  remove(slice: string, timeoutMs: number): Promise<void>;
+}
+
 /** What the node's systemd can do, probed (host/systemd.ts). */
 export interface SystemdOptions {
   /** It takes OOMPolicy= for scopes (version 253 on); older ones refuse it, failing runc. */
   scopeOomPolicy: boolean;
+  /** Absent: no pod slices can be made (a manager only asked about paths). */
+  slices?: SliceControl;
 }
 
 export class SystemdManager extends CgroupManager {
@@ -67,10 +88,83 @@ export class SystemdManager extends CgroupManager {
     return checkedRelative(`${expandSlice(slice || DEFAULT_SLICE)}/${unit}`, cgroupsPath);
   }
 
+  podCgroupFor(id: string): string {
+    return `${POD_SLICE_PREFIX}${id}.slice`;
+  }
+
+  async createPodCgroup(parent: string, limits: PodCgroupLimits, timeoutMs: number): Promise<void> {
+    await this.sliceControl().start(parent, sliceProperties(limits), timeoutMs);
+    await this.writeUnified(parent, limits);
+  }
+
+  async updatePodCgroup(parent: string, limits: PodCgroupLimits, timeoutMs: number): Promise<void> {
+    await this.sliceControl().setProperties(parent, sliceProperties(limits), timeoutMs);
+    await this.writeUnified(parent, limits);
+  }
+
+  /**
+   * systemd kills what is left in the slice as it stops it, and removes its cgroup; not the cgroup
+   * of a slice given properties but never started (measured on systemd 257), which goes as a
+   * container's does.
+   */
+  override async removePodCgroup(parent: string, timeoutMs: number): Promise<void> {
+    await this.sliceControl().remove(parent, timeoutMs);
+    await super.removePodCgroup(parent, timeoutMs);
+  }
+
+  /**
+   * The v2 files systemd has no property for (UNIFIED_PROPERTIES has those it has) are written as
+   * runc writes a container's.
+   */
+  private async writeUnified(parent: string, limits: PodCgroupLimits): Promise<void> {
+    const files = Object.entries(limits.unified)
+      .filter(([file]) => !(file in UNIFIED_PROPERTIES))
+      .map(([file, value]) => ({ controller: '', file, value }));
+    await writeLimitFiles(this.host, this.podPath(parent), files);
+  }
+
+  private sliceControl(): SliceControl {
+    if (!this.systemd.slices) throw new Error('this systemd driver was made without control of slices');
+    return this.systemd.slices;
+  }
+
   /** The parent is a slice (kubelet's "kubepods-burstable-pod<uid>.slice"), expanded to its path. */
   podPath(parent: string): string {
     return expandSlice(parent);
   }
+}
+
+/**
+ * v2 files systemd sets from a property of the slice: written directly, systemd would write its
+ * own value back as soon as a scope joins the slice (measured: pids.max, on systemd 257).
+ */
+const UNIFIED_PROPERTIES: Readonly<Record<string, string>> = {
+  'pids.max': 'TasksMax',
+  'memory.high': 'MemoryHigh',
+  'memory.low': 'MemoryLow',
+  'memory.min': 'MemoryMin',
+  'memory.swap.max': 'MemorySwapMax',
+};
+
+/**
+ * `limits` as properties of a slice, each always given so that an update also lifts what is no
+ * longer asked ("X=" resets X). systemd sets cpu.max from a percentage of one CPU.
+ */
+export function sliceProperties(limits: PodCgroupLimits): string[] {
+  const percent = Math.round((limits.cpuQuota * 10_000) / limits.cpuPeriod) / 100;
+  const unified = Object.entries(UNIFIED_PROPERTIES).map(([file, property]) => {
+    const value = limits.unified[file]?.trim() ?? '';
+    return `${property}=${value === 'max' ? 'infinity' : value}`;
+  });
+  return [
+    `MemoryMax=${limits.memoryBytes > 0 ? limits.memoryBytes : 'infinity'}`,
+    `CPUQuota=${limits.cpuQuota > 0 ? `${percent}%` : ''}`,
+    `CPUQuotaPeriodSec=${limits.cpuPeriod}us`,
+    `CPUWeight=${limits.cpuShares > 0 ? sharesToWeight(limits.cpuShares) : ''}`,
+    `AllowedCPUs=${limits.cpusetCpus}`,
+    `AllowedMemoryNodes=${limits.cpusetMems}`,
+    ...unified,
+  ];
 }
 
 /**

@@ -5,7 +5,7 @@ import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from '..
 import { containerChange } from '../events/lifecycle.js';
 import { containerDir, prepareRootfs, volumesDir } from '../imagestore/rootfs.js';
 import { newContainer, type ContainerSpec, type ContainerUserNamespace } from '../model/container.js';
-import type { Sandbox } from '../model/sandbox.js';
+import { podCgroupParent, type Sandbox } from '../model/sandbox.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import { Steps } from '../operation/steps.js';
 import { allSettledOrThrow } from '../kit/settle.js';
@@ -50,8 +50,9 @@ export class ContainerCreation {
     const log = this.deps.logger.child({ container: id, sandbox: sandbox.id });
     const bundleDir = join(containerDir(id, config.rootDir), 'bundle');
     const logPath = pod.logDirectory && spec.logPath ? join(pod.logDirectory, spec.logPath) : '';
-    // Containers nest in their pod's cgroup parent, so pod-level limits and accounting cover them.
-    const cgroups = this.deps.cgroups.cgroupsPath(pod.cgroupParent, id);
+    // Containers nest in their pod's cgroup (kubelet's, or berth's), so pod-level limits and accounting
+    // cover them; pods from before berth made its own keep theirs in berth's shared parent.
+    const cgroups = this.deps.cgroups.cgroupsPath(podCgroupParent(sandbox), id);
 
     // The record is the journal, written first: a crash later leaves a CREATING record that
     // start-up rolls back. It also reserves the (sandbox, name, attempt) triple, and journals the

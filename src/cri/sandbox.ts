@@ -7,6 +7,7 @@ import type { SandboxFilter, SandboxStateName, SandboxView } from '../sandbox/ty
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
 import type { UnaryHandlers } from './handler.js';
 import { jsonInfo, type Received, type Sent } from './messages.js';
+import { toPodResources } from './sandbox-resources.js';
 import { toPodUserNamespace } from './userns.js';
 import {
   int64Id,
@@ -35,7 +36,10 @@ export function sandboxHandlers(sandboxes: SandboxService) {
     RunPodSandbox: async (req) => {
       // The service checks the runtime handler: it looks it up once for the whole run.
       const userNamespaces = sandboxes.userNamespacePods(req.runtime_handler);
-      return { pod_sandbox_id: await sandboxes.run(toSandboxSpec(req, { userNamespaces })) };
+      const spec = toSandboxSpec(req, { userNamespaces });
+      const linux = req.config?.linux;
+      const resources = toPodResources('config.linux.', linux?.resources, linux?.overhead);
+      return { pod_sandbox_id: await sandboxes.run(spec, resources) };
     },
     StopPodSandbox: async (req) => {
       await sandboxes.stop(requireId('pod_sandbox_id', req.pod_sandbox_id));

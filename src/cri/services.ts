@@ -21,6 +21,7 @@ import { imageHandlers } from './image.js';
 import { itemByItem } from './item-stream.js';
 import { runtimeHandlers } from './runtime.js';
 import { sandboxHandlers } from './sandbox.js';
+import { sandboxResourcesHandlers } from './sandbox-resources.js';
 import { podStatsHandlers } from './stats.js';
 import { streamingHandlers, type StreamUrls } from './streaming.js';
 
@@ -44,6 +45,7 @@ export function runtimeService(
 ): RuntimeServiceHandlers {
   const runtime = runtimeHandlers(config, domains.node, domains.host);
   const sandbox = sandboxHandlers(domains.sandboxes);
+  const sandboxResources = sandboxResourcesHandlers(domains.sandboxes);
   const container = containerHandlers(domains.containers);
   const checkpoint = checkpointHandlers(domains.checkpoints);
   const events = eventHandlers(domains.events);
@@ -67,7 +69,7 @@ export function runtimeService(
         (item) => ({ pod_sandboxes: [item] }),
       ),
     ),
-    UpdatePodSandboxResources: edge.unimplemented(),
+    UpdatePodSandboxResources: edge.unary(sandboxResources.UpdatePodSandboxResources),
 
     CreateContainer: edge.unary(container.CreateContainer),
     StartContainer: edge.unary(container.StartContainer),

@@ -12,7 +12,7 @@
  * Result=oom-kill, a failed unit it keeps until `runc delete` resets it (measured there).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { SystemdOptions } from '../cgroups/systemd.js';
+import type { SliceControl, SystemdOptions } from '../cgroups/systemd.js';
 import { run } from '../exec.js';
 
 /** systemd learnt OOMPolicy= for scopes in version 253; older ones refuse the property. */
@@ -21,8 +21,24 @@ export const SCOPE_OOM_POLICY_SINCE = 253;
 /** What the node's systemd can do for the systemd driver (cgroups/systemd.ts), probed. */
 export async function probeSystemd(timeoutMs: number): Promise<SystemdOptions> {
   const version = await systemdVersion(timeoutMs);
-  return { scopeOomPolicy: version !== null && version >= SCOPE_OOM_POLICY_SINCE };
+  return { scopeOomPolicy: version !== null && version >= SCOPE_OOM_POLICY_SINCE, slices: SLICES };
 }
+
+/** Pod slices through systemctl; `--` ends its options, whatever the unit is named. */
+const SLICES: SliceControl = {
+  async start(slice, properties, timeoutMs) {
+    await run('systemctl', ['start', '--', slice], { timeoutMs });
+    await SLICES.setProperties(slice, properties, timeoutMs);
+  },
+  async setProperties(slice, properties, timeoutMs) {
+    await run('systemctl', ['set-property', '--runtime', '--', slice, ...properties], { timeoutMs });
+  },
+  async remove(slice, timeoutMs) {
+    await run('systemctl', ['stop', '--', slice], { timeoutMs });
+    // Drops the drop-ins set-property wrote, so that nothing of the pod is left for systemd to load.
+    await run('systemctl', ['revert', '--', slice], { timeoutMs });
+  },
+};
 
 /** How long a scope may stay active after its container's exit, and how often to look. */
 const SETTLE_MS = 5_000;

@@ -46,6 +46,8 @@ const rules = {
   createFailed: { state: { from: ['CREATING'], to: 'NOTREADY' } },
   /** The infra is gone (stopped, or found dead at start-up); stopping again is no change. */
   markNotReady: { state: { from: ['CREATING', 'READY', 'NOTREADY'], to: 'NOTREADY' } },
+  /** UpdatePodSandboxResources recorded what the pod now asks for its cgroup. */
+  resourcesUpdated: { state: { from: ['READY', 'NOTREADY'] } },
   /** Every DEL succeeded, whatever the sandbox's own state. */
   networkTornDown: {
     state: { from: SANDBOX_STATES },

@@ -4,6 +4,7 @@
  * CreateContainer calls (and restarts) see exactly what the pod was started with.
  */
 import type { CniAttachment, CniNetworkList, CniResult } from '../cni/index.js';
+import type { ContainerResources } from './container.js';
 import type { IdMapping } from '../oci/userns.js';
 import type { NamespaceModes } from '../oci/container-input.js';
 import { INITIAL_SANDBOX_STATES, type NetworkState, type SandboxState } from './sandbox-lifecycle.js';
@@ -84,6 +85,15 @@ export interface StoredNetworking {
 }
 
 /**
+ * What a pod asked for its cgroup as a whole (LinuxPodSandboxConfig.resources and .overhead, or
+ * the last UpdatePodSandboxResources); null where a message was not sent.
+ */
+export interface PodResources {
+  resources: ContainerResources | null;
+  overhead: ContainerResources | null;
+}
+
+/**
  * One pod sandbox. Its record is written before RunPodSandbox does anything and so doubles as the
  * journal that start-up repair reads; its states change only by the transitions of
  * sandbox-lifecycle.ts.
@@ -123,8 +133,22 @@ export interface Sandbox {
    */
   infra: boolean;
   cgroupParent: string;
+  /**
+   * The cgroup berth made for a pod kubelet gave no cgroup_parent, as a cgroup parent (the
+   * driver's form): its infra and containers go in it, and the pod's limits are set on it. '' for
+   * a pod with a cgroup_parent, and for pods from before berth made pod cgroups, whose containers
+   * sit side by side in berth's shared parent.
+   */
+  podCgroup: string;
+  /** What the pod asked for its cgroup; null: never asked (also pods from before berth kept it). */
+  resources: PodResources | null;
   /** Per-sandbox directory: OCI bundle, resolv.conf, hostname. */
   sandboxDir: string;
+}
+
+/** The cgroup parent of the pod's infra and containers: kubelet's, else berth's pod cgroup. */
+export function podCgroupParent(sandbox: Pick<Sandbox, 'cgroupParent' | 'podCgroup'>): string {
+  return sandbox.cgroupParent || sandbox.podCgroup;
 }
 
 /** What RunPodSandbox decides before its first step. */
@@ -136,6 +160,8 @@ export interface NewSandbox {
   sandboxDir: string;
   createdAt: string;
   infra: boolean;
+  podCgroup: string;
+  resources: PodResources | null;
 }
 
 /** The journal entry RunPodSandbox records before its first step: nothing done yet. */
@@ -160,6 +186,8 @@ export function newSandbox(input: NewSandbox): Sandbox {
     createdAt: input.createdAt,
     pid: 0,
     cgroupParent: input.spec.cgroupParent,
+    podCgroup: input.podCgroup,
+    resources: input.resources,
     sandboxDir: input.sandboxDir,
     infra: input.infra,
   };

@@ -6,7 +6,7 @@ import type { ContainerStatsReader } from '../container/stats.js';
 import { hasProcess } from '../container/lookup.js';
 import type { ContainerStatsView } from '../container/types.js';
 import type { Container } from '../model/container.js';
-import type { Sandbox } from '../model/sandbox.js';
+import { podCgroupParent, type Sandbox } from '../model/sandbox.js';
 import { readInterfaceCounters, type InterfaceCounters } from '../netns/counters.js';
 import type { CgroupManager } from '../cgroups/index.js';
 import type { CgroupDetail, CgroupStats } from '../cgroups/stats.js';
@@ -100,10 +100,10 @@ async function readContainerDetail(deps: PodReaderDeps, container: Container): P
 }
 
 /**
- * The pod's cgroup is its cgroup_parent, which kubelet creates per pod. Without one, the infra (if
- * the pod runs one) and the containers sit side by side in berth's own shared parent, so the pod's
- * figures are the sum of their cgroups (every figure summed is additive; there is no pod-wide
- * limit then).
+ * The pod's cgroup is its cgroup_parent, which kubelet creates per pod, or the one berth made for
+ * it. Pods from before berth made its own have neither: the infra (if the pod runs one) and the
+ * containers sit side by side in berth's own shared parent, so the pod's figures are the sum of
+ * their cgroups (every figure summed is additive; there is no pod-wide limit then).
  */
 async function readPodCgroup(
   deps: PodReaderDeps,
@@ -111,8 +111,9 @@ async function readPodCgroup(
   containers: Container[],
 ): Promise<{ stats: CgroupStats; detail: CgroupDetail | null } | null> {
   const { cgroups } = deps;
-  if (sandbox.cgroupParent !== '') {
-    const rel = cgroups.podPath(sandbox.cgroupParent);
+  const parent = podCgroupParent(sandbox);
+  if (parent !== '') {
+    const rel = cgroups.podPath(parent);
     const [stats, detail] = await Promise.all([cgroups.readStatsAt(rel), cgroups.readDetailAt(rel)]);
     return stats ? { stats, detail } : null;
   }

@@ -274,5 +274,25 @@ async function removeOrphans(
     await removeSandboxDir(join(sandboxesDir, name));
     report.orphanDirs.push(name);
     logger.warn({ dir: name }, 'removed a sandbox dir with no record');
+    if (SANDBOX_ID.test(name)) await removeOrphanPodCgroup(deps, name);
+  }
+}
+
+/** A pod's id names its dir (the dirs set aside on removal have a prefix, and their pods no cgroup). */
+const SANDBOX_ID = /^[0-9a-f]{64}$/;
+
+/**
+ * The cgroup berth made for pod `id`, whose record is gone; found by the pod's dir, not by listing
+ * berth's parent, which other berthds on the node (a test's) share. Left, and logged, when it will
+ * not go: start-up goes on.
+ */
+async function removeOrphanPodCgroup(deps: RecoveryDeps, id: string): Promise<void> {
+  try {
+    await deps.teardown.removeOrphanPodCgroup(id);
+  } catch (err) {
+    deps.logger.warn(
+      { sandbox: id, err: errorMessage(err) },
+      'removing the cgroup of a pod with no record failed',
+    );
   }
 }

@@ -10,7 +10,13 @@ import { createPinnedNamespacesIn, createPinnedUserns } from '../netns/userns.js
 import { buildInfraSpec } from '../oci/infra.js';
 import { hostIdOfRoot } from '../oci/userns.js';
 import { clampOomScoreAdj } from '../oci/oom.js';
-import { newSandbox, type Sandbox, type SandboxSpec } from '../model/sandbox.js';
+import {
+  newSandbox,
+  podCgroupParent,
+  type PodResources,
+  type Sandbox,
+  type SandboxSpec,
+} from '../model/sandbox.js';
 import type { SandboxContext } from './context.js';
 import { mountShm, writeHostnameFile, writeResolvConf } from './files.js';
 import { KeyedLock } from '../operation/lock.js';
@@ -30,6 +36,8 @@ import {
 } from './namespaces.js';
 import { nowNanos } from '../time.js';
 import { PRIVATE_DIR, PRIVATE_FILE, passableToPod } from '../file-modes.js';
+import { podLimits } from './pod-limits.js';
+import { checkApplicable } from './resize.js';
 
 /** The infra process should be the last thing the OOM killer picks in a pod. */
 const INFRA_OOM_SCORE_ADJ = -998;
@@ -45,12 +53,13 @@ export class SandboxRun {
     this.teardown = ctx.teardown;
   }
 
-  async run(spec: SandboxSpec): Promise<string> {
+  /** `resources`: what the pod asks for its cgroup as a whole, null when it asks nothing. */
+  async run(spec: SandboxSpec, resources: PodResources | null): Promise<string> {
     const m = spec.metadata;
     const handler = requestedHandler(this.deps.runtimes, spec.runtimeHandler);
     return this.podLock.with(`${m.namespace}/${m.name}/${m.uid}/${m.attempt}`, async () => {
       const existing = this.deps.store.sandboxes.findByMetadata(m.namespace, m.name, m.uid, m.attempt);
-      if (!existing) return this.create(spec, handler);
+      if (!existing) return this.create(spec, resources, handler);
       // kubelet retries a RunPodSandbox that timed out on its side: the same pod gets the same
       // sandbox. A stopped one is not handed out as if it ran; kubelet itself never asks again
       // for it (it starts a new attempt), and containerd and CRI-O refuse the name as taken.
@@ -63,7 +72,11 @@ export class SandboxRun {
     });
   }
 
-  private async create(spec: SandboxSpec, handler: RuntimeHandler): Promise<string> {
+  private async create(
+    spec: SandboxSpec,
+    resources: PodResources | null,
+    handler: RuntimeHandler,
+  ): Promise<string> {
     const { config } = this.deps;
     const { sandboxes } = this.deps.store;
     const id = randomBytes(32).toString('hex');
@@ -73,6 +86,11 @@ export class SandboxRun {
     const netnsName = `${NETNS_PREFIX}${id}`;
     const netnsPath = hostNetwork ? null : join(config.netnsDir, netnsName);
     const infra = needsInfra(config.podInfra, spec);
+    // Every pod kubelet leaves to berth gets a cgroup of its own, whether it asks for limits or not:
+    // one layout, pod stats read from one cgroup, and a later UpdatePodSandboxResources has a
+    // cgroup to set. A cgroup_parent is kubelet's to make and size.
+    const podCgroup = spec.cgroupParent ? '' : this.deps.cgroups.podCgroupFor(id);
+    checkApplicable(this.deps.cgroups, { podCgroup }, resources, 'config.linux.');
 
     let defaultNetwork: CniNetworkList | null = null;
     if (!hostNetwork) {
@@ -92,6 +110,8 @@ export class SandboxRun {
       sandboxDir,
       createdAt: nowNanos(),
       infra,
+      podCgroup,
+      resources,
     });
     sandboxes.insert(sandbox);
     this.deps.events.publish(sandboxChange('CREATED', id));
@@ -133,6 +153,7 @@ export class SandboxRun {
           }
         }),
         this.pin(steps, sandbox, netnsName),
+        this.makePodCgroup(steps, sandbox),
       ]);
       // The infra only needs the netns to exist, not to be configured: CNI and runc run side by side.
       await allSettledOrThrow([
@@ -160,6 +181,16 @@ export class SandboxRun {
         keepFailed: (failure) => sandboxes.createFailed(id, failure.step),
       });
     }
+  }
+
+  /** The pod's own cgroup, where berth makes one, before the infra that goes in it. */
+  private async makePodCgroup(steps: Steps, sandbox: Sandbox): Promise<void> {
+    if (sandbox.podCgroup === '') return;
+    await steps.run('pod-cgroup', async () => {
+      steps.onUndo('pod-cgroup', () => this.teardown.removePodCgroup(sandbox.id));
+      const { cgroups, config } = this.deps;
+      await cgroups.createPodCgroup(sandbox.podCgroup, podLimits(sandbox.resources), config.runtimeTimeoutMs);
+    });
   }
 
   /**
@@ -269,7 +300,7 @@ export class SandboxRun {
         hostIpc: spec.namespaces.ipc === 'NODE',
         hostPid: spec.namespaces.pid === 'NODE',
         sysctls: spec.sysctls,
-        cgroupsPath: this.deps.cgroups.cgroupsPath(spec.cgroupParent, id),
+        cgroupsPath: this.deps.cgroups.cgroupsPath(podCgroupParent(sandbox), id),
         runAsUser: spec.security.runAsUser ?? 0,
         runAsGroup: spec.security.runAsGroup ?? 0,
         supplementalGroups: spec.security.supplementalGroups,

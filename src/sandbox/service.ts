@@ -1,9 +1,10 @@
 import type { Duplex } from 'node:stream';
-import type { SandboxSpec } from '../model/sandbox.js';
+import type { PodResources, SandboxSpec } from '../model/sandbox.js';
 import { KeyedLock } from '../operation/lock.js';
 import type { SandboxServiceDeps } from './context.js';
 import { PodPorts } from './ports.js';
 import { SandboxRemoval } from './remove.js';
+import { SandboxResize } from './resize.js';
 import { SandboxRun } from './run.js';
 import { SandboxStop } from './stop.js';
 import type { SandboxFilter, SandboxVerboseInfo, SandboxView } from './types.js';
@@ -21,6 +22,7 @@ export class SandboxService {
   private readonly removals: SandboxRemoval;
   private readonly views: SandboxViews;
   private readonly ports: PodPorts;
+  private readonly resizes: SandboxResize;
 
   constructor(private readonly deps: SandboxServiceDeps) {
     const context = { deps, lock: new KeyedLock(), teardown: deps.teardown };
@@ -29,6 +31,7 @@ export class SandboxService {
     this.removals = new SandboxRemoval(context, this.stops);
     this.views = new SandboxViews(deps.store);
     this.ports = new PodPorts(deps.store, deps.config.runtimeTimeoutMs);
+    this.resizes = new SandboxResize(context);
   }
 
   /**
@@ -39,8 +42,14 @@ export class SandboxService {
     return this.deps.runtimes.find(name)?.features.userNamespaces ?? false;
   }
 
-  run(spec: SandboxSpec): Promise<string> {
-    return this.runs.run(spec);
+  /** `resources`: what the pod asks for its cgroup as a whole; null when it asks nothing. */
+  run(spec: SandboxSpec, resources: PodResources | null = null): Promise<string> {
+    return this.runs.run(spec, resources);
+  }
+
+  /** UpdatePodSandboxResources: NotFound for an unknown pod. */
+  updateResources(idOrPrefix: string, resources: PodResources): Promise<void> {
+    return this.resizes.update(idOrPrefix, resources);
   }
 
   stop(idOrPrefix: string): Promise<void> {

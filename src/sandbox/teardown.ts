@@ -1,5 +1,6 @@
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { CgroupManager } from '../cgroups/index.js';
 import type { Cni } from '../cni/index.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -17,6 +18,10 @@ export interface TeardownDeps {
   sandboxes: SandboxRepo;
   cni: Cni;
   runtimes: RuntimeHandlers;
+  /** Removes the pod's own cgroup. */
+  cgroups: CgroupManager;
+  /** Bounds the wait for what still runs in the pod's cgroup to go. */
+  timeoutMs: number;
   logger: Logger;
 }
 
@@ -121,6 +126,19 @@ export class SandboxTeardown {
     );
   }
 
+  /** The cgroup berth made for the pod, after everything in it: its infra and containers. */
+  async removePodCgroup(ref: SandboxRef): Promise<void> {
+    const parent = this.current(ref)?.podCgroup;
+    if (!parent) return;
+    await asStep('pod-cgroup-remove', () => this.deps.cgroups.removePodCgroup(parent, this.deps.timeoutMs));
+  }
+
+  /** The cgroup berth made for pod `id` if it made one, for a pod whose record is gone. */
+  async removeOrphanPodCgroup(id: string): Promise<void> {
+    const { cgroups, timeoutMs } = this.deps;
+    await cgroups.removePodCgroup(cgroups.podCgroupFor(id), timeoutMs);
+  }
+
   /** Resolves once the dirs set aside so far are deleted (or have failed to be: start-up sweeps those). */
   filesRemoved(): Promise<void> {
     return this.deletions.settled();
@@ -138,6 +156,7 @@ export class SandboxTeardown {
       await this.releaseNetwork(sandbox);
       await this.removeNetns(sandbox);
       await this.removeDir(sandbox);
+      await this.removePodCgroup(sandbox);
     }
     this.deps.sandboxes.delete(id);
   }

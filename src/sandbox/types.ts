@@ -1,5 +1,5 @@
 /** What the sandbox service reports and filters by; the stored pod itself is src/model/sandbox.ts. */
-import type { NamespaceOptions, PodMetadata, PodUserNamespaceSpec } from '../model/sandbox.js';
+import type { NamespaceOptions, PodMetadata, PodResources, PodUserNamespaceSpec } from '../model/sandbox.js';
 
 export type SandboxStateName = 'SANDBOX_READY' | 'SANDBOX_NOTREADY';
 
@@ -27,6 +27,10 @@ export interface SandboxVerboseInfo {
   cniResult: unknown;
   sandboxDir: string;
   cgroupParent: string;
+  /** The cgroup parent berth made for the pod; '' when kubelet gave one (or for older pods). */
+  podCgroup: string;
+  /** What the pod last asked for its cgroup (PodSandboxStatus has no field for it). */
+  resources: PodResources | null;
 }
 
 export interface SandboxFilter {

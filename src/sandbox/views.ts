@@ -23,6 +23,8 @@ export class SandboxViews {
         cniResult: sandbox.cniResults,
         sandboxDir: sandbox.sandboxDir,
         cgroupParent: sandbox.cgroupParent,
+        podCgroup: sandbox.podCgroup,
+        resources: sandbox.resources,
       },
     };
   }

@@ -1,5 +1,5 @@
 import type { CniResult } from '../cni/index.js';
-import type { Sandbox, SandboxSpec, StoredNetworking } from '../model/sandbox.js';
+import type { PodResources, Sandbox, SandboxSpec, StoredNetworking } from '../model/sandbox.js';
 import { NETWORK_STATES, SANDBOX_STATES } from '../model/sandbox-lifecycle.js';
 import { AlreadyExistsError } from '../errors.js';
 import {
@@ -44,6 +44,10 @@ export interface SandboxRecord {
   infra: number;
   /** The shape config_json was written in (src/store/spec-codec.ts). */
   spec_version: number;
+  /** '' when berth made no pod cgroup. */
+  pod_cgroup: string;
+  /** JSON PodResources; NULL when the pod never asked. */
+  resources_json: string | null;
 }
 
 /** Column list in declaration order, shared by every statement so SELECTs and INSERTs agree. */
@@ -70,6 +74,8 @@ export const SANDBOX_COLUMNS = [
   'sandbox_dir',
   'infra',
   'spec_version',
+  'pod_cgroup',
+  'resources_json',
 ] as const satisfies readonly (keyof SandboxRecord)[];
 
 export const SANDBOX_TABLE: TableShape<SandboxRecord> = {
@@ -115,6 +121,8 @@ export const sandboxMapping: Mapping<SandboxRecord, Sandbox> = {
     sandbox_dir: sandbox.sandboxDir,
     infra: sandbox.infra ? 1 : 0,
     spec_version: currentVersion(SANDBOX_SPEC),
+    pod_cgroup: sandbox.podCgroup,
+    resources_json: encodeNullableJson(sandbox.resources),
   }),
   fromRecord: (record, specs) => {
     const where = columnOf(record);
@@ -144,6 +152,11 @@ export const sandboxMapping: Mapping<SandboxRecord, Sandbox> = {
       createdAt: record.created_at,
       pid: record.pid,
       cgroupParent: record.cgroup_parent,
+      podCgroup: record.pod_cgroup,
+      resources:
+        record.resources_json === null
+          ? null
+          : decodeJson<PodResources>(record.resources_json, isPodResources, where('resources_json')),
       sandboxDir: record.sandbox_dir,
       infra: record.infra === 1,
     };
@@ -177,6 +190,14 @@ function isNetworking(value: unknown): boolean {
     value.networks.every(isObject) &&
     (value.addsStarted === undefined ||
       (Array.isArray(value.addsStarted) && value.addsStarted.every((n) => typeof n === 'number')))
+  );
+}
+
+function isPodResources(value: unknown): boolean {
+  return (
+    isObject(value) &&
+    (value.resources === null || isObject(value.resources)) &&
+    (value.overhead === null || isObject(value.overhead))
   );
 }
 

@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 
 import type { CniResult } from '../cni/index.js';
 import { NotFoundError } from '../errors.js';
-import type { Sandbox, StoredNetworking } from '../model/sandbox.js';
+import type { PodResources, Sandbox, StoredNetworking } from '../model/sandbox.js';
 import {
   NETWORK_STATES,
   SANDBOX_STATES,
@@ -16,7 +16,8 @@ import { decodeNetworking, SANDBOX_TABLE, sandboxMapping, type SandboxRecord } f
 import { Table, type Change } from './table.js';
 
 /** What a transition writes besides the states, which only the lifecycle table sets. */
-type SandboxColumn = 'step' | 'pid' | 'cni_config_json' | 'cni_result_json' | 'ip' | 'additional_ips';
+type SandboxColumn =
+  'step' | 'pid' | 'cni_config_json' | 'cni_result_json' | 'ip' | 'additional_ips' | 'resources_json';
 
 /** The columns each transition writes besides the states. */
 const WRITES: Record<SandboxTransition, readonly SandboxColumn[]> = {
@@ -28,6 +29,7 @@ const WRITES: Record<SandboxTransition, readonly SandboxColumn[]> = {
   createFailed: ['step', 'pid'],
   markNotReady: ['pid'],
   networkTornDown: [],
+  resourcesUpdated: ['resources_json'],
 };
 
 /** What the ADDs of a pod's networks came to. */
@@ -79,6 +81,7 @@ export class SandboxRepo {
       createFailed: change('createFailed'),
       markNotReady: change('markNotReady'),
       networkTornDown: change('networkTornDown'),
+      resourcesUpdated: change('resourcesUpdated'),
     };
     this.states = db.prepare<[string], StatesRow>('SELECT state, network_state FROM sandboxes WHERE id = ?');
     this.cniConfig = db
@@ -161,6 +164,10 @@ export class SandboxRepo {
 
   networkTornDown(id: string): Sandbox {
     return this.advance(id, 'networkTornDown', {});
+  }
+
+  resourcesUpdated(id: string, resources: PodResources): Sandbox {
+    return this.advance(id, 'resourcesUpdated', { resources_json: JSON.stringify(resources) });
   }
 
   private advance(id: string, transition: SandboxTransition, values: Partial<SandboxRecord>): Sandbox {

@@ -9,23 +9,21 @@
  * Needs root. Traffic goes to loopback only.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import {
   DRIVERS,
   V2_ONLY,
   cgroupOfPid,
   childCgroups,
   containerCgroup,
-  driverArgs,
-  kubeletPod,
   processesInCgroup,
-  removeKubeletPod,
   scopesLeft,
   unparentedCgroup,
+  unparentedPodCgroup,
+  useDriverDaemon,
 } from '../harness/cgroup-drivers.js';
-import { CGROUP_V2 } from '../harness/cgroups.js';
-import { KUBELET_POD_LINUX, TestDaemon } from '../harness/daemon.js';
-import { useBusyboxImage } from '../harness/images.js';
+import { CGROUP_V2, hierarchiesHolding } from '../harness/cgroups.js';
+import { KUBELET_POD_LINUX } from '../harness/daemon.js';
 import {
   containerConfig,
   containerInfo,
@@ -39,22 +37,10 @@ const SUITE_TIMEOUT_MS = 240_000;
 
 for (const { driver, skip } of DRIVERS) {
   describe(`cgroup nesting, ${driver} driver`, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
-    const imageRef = useBusyboxImage(`berth/cgroup-nesting-${driver}`);
-    let daemon: TestDaemon | undefined;
-    const pod = kubeletPod(driver);
-
-    before(async () => {
-      daemon = await TestDaemon.create({ extraArgs: driverArgs(driver) });
-      await daemon.cri.callImage('PullImage', { image: { image: imageRef() } });
-    });
-
-    after(async () => {
-      await daemon?.destroy();
-      await removeKubeletPod(driver, pod);
-    });
+    const { daemon, imageRef, pod } = useDriverDaemon(driver, `berth/cgroup-nesting-${driver}`);
 
     test('infra and containers sit below the pod cgroup kubelet names, and go with the pod', async () => {
-      const d = daemon;
+      const d = daemon();
       assert.ok(d);
       const config = d.pod('nested', {
         metadata: { name: 'nested', namespace: 'berth-test', uid: pod.uid, attempt: 0 },
@@ -92,28 +78,37 @@ for (const { driver, skip } of DRIVERS) {
       }
     });
 
-    test('a pod without a cgroup parent has its containers in the driver default place', async () => {
-      const d = daemon;
+    test('a pod without a cgroup parent gets a cgroup of its own, its infra and containers in it', async () => {
+      const d = daemon();
       assert.ok(d);
       const sandbox = await runPod(d.cri, d.pod('unparented'));
       const id = await startContainer(d.cri, sandbox, containerConfig('one', imageRef()));
       const infraPid = (await podStatus(d.cri, sandbox.id)).info.pid;
-      assert.equal(await cgroupOfPid(infraPid), unparentedCgroup(driver, sandbox.id));
+      assert.equal(await cgroupOfPid(infraPid), unparentedCgroup(driver, sandbox.id, sandbox.id));
       const { pid } = await containerInfo(d.cri, id);
-      assert.equal(await cgroupOfPid(pid), unparentedCgroup(driver, id));
+      assert.equal(await cgroupOfPid(pid), unparentedCgroup(driver, sandbox.id, id));
+      if (CGROUP_V2) {
+        const podCgroup = unparentedPodCgroup(driver, sandbox.id);
+        assert.deepEqual(await processesInCgroup(podCgroup), [], `processes in the pod cgroup ${podCgroup}`);
+      }
       if (CGROUP_V2) for (const p of [infraPid, pid]) await assertInLeaf(p);
 
       await stopAndRemovePod(d.cri, sandbox.id);
       for (const gone of [id, sandbox.id]) {
-        assert.deepEqual(await childCgroups(unparentedCgroup(driver, gone)), []);
+        assert.deepEqual(await childCgroups(unparentedCgroup(driver, sandbox.id, gone)), []);
       }
+      assert.deepEqual(
+        await hierarchiesHolding(unparentedPodCgroup(driver, sandbox.id)),
+        [],
+        'pod cgroup left',
+      );
       if (driver === 'systemd') {
         assert.deepEqual(await scopesLeft([sandbox.id, id]), [], 'scopes left behind');
       }
     });
 
     test('on cgroup v2 the monitors cgroup holds only monitors, in a leaf', { skip: V2_ONLY }, async () => {
-      const d = daemon;
+      const d = daemon();
       assert.ok(d);
       const sandbox = await runPod(d.cri, d.pod('monitored'));
       await startContainer(d.cri, sandbox, containerConfig('one', imageRef()));

@@ -481,7 +481,8 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
       container_id: id,
       linux: { memory_limit_in_bytes: String(96 * 1024 * 1024), cpu_shares: '512' },
     });
-    assert.deepEqual(await liveLimits(`berth/${id}`), {
+    // In the cgroup berth made for the pod, which kubelet gave no cgroup_parent.
+    assert.deepEqual(await liveLimits(`berth/pod_${main.id}/${id}`), {
       memoryLimitBytes: 96 * 1024 * 1024,
       cpu: expectedCpu(512),
     });

@@ -210,7 +210,8 @@ describe('hardening', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, () => {
         assert.ok(RACE_CODES.has(startCode), `round ${round}: StartContainer ended ${status[startCode]}`);
         await assertNothingLeaked();
         assert.deepEqual(await daemon.podMounts(), [], `round ${round}: mounts left`);
-        const cgroup = (await hostCgroups()).cgroupsPath('', cid);
+        const cgroups = await hostCgroups();
+        const cgroup = cgroups.relativePath(cgroups.cgroupsPath(cgroups.podCgroupFor(id), cid));
         assert.deepEqual(await hierarchiesHolding(cgroup), [], `round ${round}: cgroup ${cgroup} left`);
       }
     });

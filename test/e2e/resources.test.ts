@@ -162,7 +162,7 @@ for (const { driver, skip } of DRIVERS) {
             linux: { resources: { memory_limit_in_bytes: String(16 * MiB), unified: OOM_GROUP } },
           }),
         );
-        const file = join(cgroupDir(unparentedCgroup(driver, id)), 'memory.oom.group');
+        const file = join(cgroupDir(unparentedCgroup(driver, pod.id, id)), 'memory.oom.group');
         assert.equal((await readFile(file, 'utf8')).trim(), '1');
         await d.cri.call('StartContainer', { container_id: id });
         const st = await waitContainerState(d.cri, id, 'CONTAINER_EXITED', OOM_WAIT_MS);

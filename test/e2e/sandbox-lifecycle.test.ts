@@ -571,12 +571,12 @@ for (const mode of ['auto', 'always'] as const)
         status.UNIMPLEMENTED,
         'CheckpointContainer',
       );
+      // PortForward and UpdatePodSandboxResources are served now: an unknown pod is the caller's mistake.
       await rejectsWith(
         daemon.cri.call('UpdatePodSandboxResources', { pod_sandbox_id: 'x' }),
-        status.UNIMPLEMENTED,
-        'UpdatePodSandboxResources',
+        status.NOT_FOUND,
+        'x',
       );
-      // PortForward is served now: an unknown pod is the caller's mistake.
       await rejectsWith(daemon.cri.call('PortForward', { pod_sandbox_id: 'x' }), status.NOT_FOUND, 'x');
     });
   });

@@ -14,6 +14,7 @@ import { run } from '../../src/exec.js';
 import { isMounted } from '../../src/netns/index.js';
 import { isRunning } from '../../src/process/index.js';
 import { REMOVED_DIR_PREFIX } from '../../src/sandbox/files.js';
+import { hierarchiesHolding, hostCgroups } from '../harness/cgroups.js';
 import { changeRows, databasePath, selectRows } from '../harness/database.js';
 import {
   FIXTURES,
@@ -476,6 +477,9 @@ describe('orphans', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.deepEqual(await d.runcContainers(), [kept]);
     assertLogged(log, 'deleted a runc container with no sandbox or container record', { container: lost });
     assert.ok(!(await isRunning(lostPid)), 'the orphan infra process still runs');
+    const cgroups = await hostCgroups();
+    const lostCgroup = cgroups.podPath(cgroups.podCgroupFor(lost));
+    assert.deepEqual(await hierarchiesHolding(lostCgroup), [], `the lost pod's cgroup ${lostCgroup} is left`);
     assert.deepEqual(await d.sandboxDirs(), [kept]);
     assertLogged(log, 'removed a sandbox dir with no record', { dir: lost });
     assertLogged(log, 'removed a sandbox dir with no record', { dir: setAside });

@@ -3,14 +3,18 @@
  * parents kubelet gives a burstable pod, and where each driver puts a container below it, written
  * out here rather than taken from src/cgroups, so that a wrong path in berth shows.
  */
+import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { readdir, readFile, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { after, before } from 'node:test';
 import { CGROUP_DRIVERS, type CgroupDriver } from '../../src/cgroups/driver.js';
 import { parseProcCgroup } from '../../src/cgroups/hierarchy.js';
 import { hostRunsSystemd } from '../../src/config/load.js';
 import { run } from '../../src/exec.js';
 import { CGROUP_V2 } from './cgroups.js';
+import { TestDaemon } from './daemon.js';
+import { useBusyboxImage } from './images.js';
 import { registrySkip } from './skip.js';
 
 const CGROUP_ROOT = '/sys/fs/cgroup';
@@ -34,6 +38,36 @@ export const V2_ONLY: string | false = CGROUP_V2 ? false : 'needs cgroup v2; thi
 /** berthd flags for `driver`, with an infra process in every pod so that it is checked too. */
 export function driverArgs(driver: CgroupDriver): string[] {
   return ['--cgroup-driver', driver, '--pod-infra', 'always'];
+}
+
+/**
+ * For the enclosing describe block: a berthd with `driver` (driverArgs) that has the busybox
+ * sleeper pushed as `repo` pulled, and a kubelet pod whose cgroups are removed after it, as
+ * kubelet would.
+ */
+export function useDriverDaemon(
+  driver: CgroupDriver,
+  repo: string,
+): { daemon: () => TestDaemon; imageRef: () => string; pod: KubeletPod } {
+  const imageRef = useBusyboxImage(repo);
+  let daemon: TestDaemon | undefined;
+  const pod = kubeletPod(driver);
+  before(async () => {
+    daemon = await TestDaemon.create({ extraArgs: driverArgs(driver) });
+    await daemon.cri.callImage('PullImage', { image: { image: imageRef() } });
+  });
+  after(async () => {
+    await daemon?.destroy();
+    await removeKubeletPod(driver, pod);
+  });
+  return {
+    daemon: () => {
+      assert.ok(daemon, 'berthd did not start');
+      return daemon;
+    },
+    imageRef,
+    pod,
+  };
 }
 
 /** A burstable pod of kubelet's: its uid, the cgroup_parent kubelet sends, and that cgroup's path. */
@@ -72,9 +106,14 @@ export function containerCgroup(driver: CgroupDriver, podPath: string, id: strin
   return driver === 'cgroupfs' ? `${podPath}/${id}` : `${podPath}/berth-${id}.scope`;
 }
 
-/** Where `driver` puts container `id` of a pod without a cgroup parent. */
-export function unparentedCgroup(driver: CgroupDriver, id: string): string {
-  return driver === 'cgroupfs' ? `/berth/${id}` : `/system.slice/berth-${id}.scope`;
+/** The cgroup berth makes for pod `podId`, one without a cgroup parent. */
+export function unparentedPodCgroup(driver: CgroupDriver, podId: string): string {
+  return driver === 'cgroupfs' ? `/berth/pod_${podId}` : `/berth.slice/berth-pod_${podId}.slice`;
+}
+
+/** Where `driver` puts container (or infra) `id` of pod `podId`, one without a cgroup parent. */
+export function unparentedCgroup(driver: CgroupDriver, podId: string, id: string): string {
+  return containerCgroup(driver, unparentedPodCgroup(driver, podId), id);
 }
 
 /** The cgroup of `pid`: v2's one, or its memory cgroup on v1 (the one limits are read from). */

@@ -85,7 +85,7 @@ async function removeDirTree(dir: string): Promise<void> {
  * exists: a removed container must leave none.
  */
 export async function hierarchiesHolding(path: string): Promise<string[]> {
-  const hierarchies = await readdir(CGROUP_ROOT).catch(() => [] as string[]);
+  const hierarchies = CGROUP_V2 ? [''] : await readdir(CGROUP_ROOT).catch(() => [] as string[]);
   return hierarchies.filter((hierarchy) => existsSync(join(CGROUP_ROOT, hierarchy, path)));
 }
 

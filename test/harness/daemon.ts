@@ -10,6 +10,7 @@ import { ensureCgroup, membershipsOf, moveProcess } from '../../src/cgroups/hier
 import { run } from '../../src/exec.js';
 import { isMounted } from '../../src/netns/index.js';
 import { commandLine, isRunning, killQuietly, processesMentioning } from '../../src/process/index.js';
+import { hostCgroups } from './cgroups.js';
 import { CriClient } from './client.js';
 import { exists, namesIn } from './files.js';
 import { watchRss } from './memory.js';
@@ -266,6 +267,12 @@ export class TestDaemon {
     if (await isMounted(this.netnsDir))
       await run('umount', ['-l', this.netnsDir], { timeoutMs: 10_000 }).catch(() => {});
     await run('ip', ['link', 'del', this.network.bridge], { timeoutMs: 10_000 }).catch(() => {});
+    // The cgroups berthd made for pods it was killed before removing (cgroupfs: a systemd slice is
+    // systemd's, and goes with a stop).
+    const cgroups = await hostCgroups();
+    for (const id of await namesIn(join(this.rootDir, 'sandboxes'))) {
+      await cgroups.removePodCgroup(cgroups.podCgroupFor(id), 10_000).catch(() => {});
+    }
     await rm(this.base, { recursive: true, force: true });
   }
 

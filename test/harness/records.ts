@@ -31,6 +31,8 @@ export function sandbox(over: Partial<Sandbox> = {}): Sandbox {
     createdAt: '1763793600123456789',
     pid: 0,
     cgroupParent,
+    podCgroup: '',
+    resources: null,
     sandboxDir: '/var/lib/berth/sandboxes/pod1',
     infra: true,
     ...over,

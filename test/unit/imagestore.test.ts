@@ -704,8 +704,15 @@ describe('migration 2', () => {
     const v1 = new Database(path);
     migrate(v1, migrations.slice(0, 1));
     // Version 1 predates the infra column (migration 4), which defaults to the infra every pod then
-    // ran, and the spec version (migration 5), which defaults to the shape berth then wrote.
-    const { infra: _infra, spec_version: _version, ...v1Record } = sandboxMapping.toRecord(row);
+    // ran, the spec version (migration 5), which defaults to the shape berth then wrote, and the
+    // pod cgroup and resources (migration 6), none for the pods of then.
+    const {
+      infra: _infra,
+      spec_version: _version,
+      pod_cgroup: _cgroup,
+      resources_json: _asked,
+      ...v1Record
+    } = sandboxMapping.toRecord(row);
     insertRow(v1, 'sandboxes', v1Record);
     assert.equal(v1.pragma('user_version', { simple: true }), 1);
     v1.close();

@@ -43,6 +43,7 @@ const SANDBOX_ALLOWED: [SandboxTransition, SandboxState[], NetworkState[] | null
   ['createFailed', ['CREATING'], null],
   ['markNotReady', ['CREATING', 'READY', 'NOTREADY'], null],
   ['networkTornDown', ['CREATING', 'READY', 'NOTREADY'], ['ADDING', 'READY']],
+  ['resourcesUpdated', ['READY', 'NOTREADY'], null],
 ];
 
 const CONTAINER_ALLOWED: [ContainerTransition, ContainerState[]][] = [
@@ -128,9 +129,9 @@ describe('sandbox lifecycle', () => {
   it('starts a sandbox as a CREATING journal entry with nothing done yet', () => {
     // The harness's sandbox is one just reserved; its runtime handler, as its name, comes from the spec.
     const expected = sandbox({ runtimeHandler: 'kata', spec: { ...sandbox().spec, runtimeHandler: 'kata' } });
-    const { id, spec, hostNetwork, netnsPath, sandboxDir, createdAt, infra } = expected;
+    const { id, spec, hostNetwork, netnsPath, sandboxDir, createdAt, infra, podCgroup, resources } = expected;
     assert.deepEqual(
-      newSandbox({ id, spec, hostNetwork, netnsPath, sandboxDir, createdAt, infra }),
+      newSandbox({ id, spec, hostNetwork, netnsPath, sandboxDir, createdAt, infra, podCgroup, resources }),
       expected,
     );
   });

@@ -67,14 +67,22 @@ describe('sandbox row reads of StopPodSandbox and RemovePodSandbox', () => {
       publish: (fact: LifecycleFact) => facts.push(`${fact.change} ${fact.sandboxId}`),
       capture: (fact: LifecycleFact) => () => facts.push(`${fact.change} ${fact.sandboxId}`),
     };
+    const cgroups = cgroupManager('cgroupfs', await probeCgroupHost());
     service = new SandboxService({
       config,
       store,
-      cgroups: cgroupManager('cgroupfs', await probeCgroupHost()),
+      cgroups,
       cni,
       runtimes,
       logger,
-      teardown: new SandboxTeardown({ sandboxes: store.sandboxes, cni, runtimes, logger }),
+      teardown: new SandboxTeardown({
+        sandboxes: store.sandboxes,
+        cni,
+        runtimes,
+        cgroups,
+        timeoutMs,
+        logger,
+      }),
       infraRootfs: '',
       pods: new PodGate(),
       events,

@@ -365,8 +365,15 @@ describe('Store containers migration', () => {
     try {
       assert.deepEqual(migrate(v2, migrations.slice(0, 2)), { from: 0, to: 2 });
       // Version 2 predates the infra column (migration 4), which defaults to the infra every pod then
-      // ran, and the spec version (migration 5), which defaults to the shape berth then wrote.
-      const { infra: _infra, spec_version: _version, ...v2Record } = sandboxMapping.toRecord(row);
+      // ran, the spec version (migration 5), which defaults to the shape berth then wrote, and the
+      // pod cgroup and resources (migration 6), none for the pods of then.
+      const {
+        infra: _infra,
+        spec_version: _version,
+        pod_cgroup: _cgroup,
+        resources_json: _asked,
+        ...v2Record
+      } = sandboxMapping.toRecord(row);
       insertRow(v2, 'sandboxes', v2Record);
     } finally {
       v2.close();

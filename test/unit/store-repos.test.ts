@@ -39,6 +39,10 @@ const SANDBOX_CALLS: [SandboxTransition, (repo: SandboxRepo, id: string) => Sand
   ['createFailed', (repo, id) => repo.createFailed(id, 'cni-add')],
   ['markNotReady', (repo, id) => repo.markNotReady(id)],
   ['networkTornDown', (repo, id) => repo.networkTornDown(id)],
+  [
+    'resourcesUpdated',
+    (repo, id) => repo.resourcesUpdated(id, { resources: emptyResources(), overhead: null }),
+  ],
 ];
 
 let dir: string;

@@ -1,0 +1,145 @@
+/**
+ * A pod cgroup's limits, pure logic: resources plus overhead as kubelet sizes a pod cgroup, the
+ * files they become on each cgroup version (cgroupfs driver), the slice properties (systemd
+ * driver), and where each driver puts a pod's own cgroup.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { cgroupManager } from '../../src/cgroups/index.js';
+import { limitFiles, sharesToWeight } from '../../src/cgroups/pod-cgroup.js';
+import type { CgroupHost } from '../../src/cgroups/probe.js';
+import { sliceProperties } from '../../src/cgroups/systemd.js';
+import { emptyResources } from '../../src/cri/container-spec.js';
+import type { ContainerResources } from '../../src/model/container.js';
+import { podLimits } from '../../src/sandbox/pod-limits.js';
+
+const MiB = 1024 * 1024;
+
+function limits(over: Partial<ContainerResources>): ContainerResources {
+  return { ...emptyResources(), ...over };
+}
+
+const host = (version: CgroupHost['version']): CgroupHost => ({
+  root: '/sys/fs/cgroup',
+  version,
+  controllers: [],
+  mountPoints: [],
+});
+
+describe('podLimits', () => {
+  test('adds the overhead to each limit the resources set, over the resources period', () => {
+    const got = podLimits({
+      resources: limits({
+        memoryLimitBytes: 128 * MiB,
+        cpuPeriod: 100_000,
+        cpuQuota: 50_000,
+        cpuShares: 512,
+      }),
+      // 10 ms per 50 ms is 20 ms per 100 ms.
+      overhead: limits({ memoryLimitBytes: 16 * MiB, cpuPeriod: 50_000, cpuQuota: 10_000, cpuShares: 100 }),
+    });
+    assert.deepEqual(got, {
+      memoryBytes: 144 * MiB,
+      cpuPeriod: 100_000,
+      cpuQuota: 70_000,
+      cpuShares: 612,
+      cpusetCpus: '',
+      cpusetMems: '',
+      unified: {},
+    });
+  });
+
+  test('an unset limit of the resources leaves the pod unlimited in it, whatever the overhead', () => {
+    const got = podLimits({
+      resources: limits({ cpuQuota: -1, cpusetCpus: '0', unified: { 'pids.max': '10' } }),
+      overhead: limits({ memoryLimitBytes: 16 * MiB, cpuPeriod: 100_000, cpuQuota: 10_000, cpuShares: 100 }),
+    });
+    assert.equal(got.memoryBytes, 0);
+    assert.equal(got.cpuQuota, 0);
+    assert.equal(got.cpuPeriod, 100_000);
+    assert.equal(got.cpuShares, 100);
+    assert.equal(got.cpusetCpus, '0');
+    assert.deepEqual(got.unified, { 'pids.max': '10' });
+  });
+
+  test('nothing asked: no limit, the kernel default period', () => {
+    for (const asked of [null, { resources: null, overhead: null }]) {
+      const got = podLimits(asked);
+      assert.deepEqual([got.memoryBytes, got.cpuQuota, got.cpuShares, got.cpuPeriod], [0, 0, 0, 100_000]);
+    }
+  });
+});
+
+describe('the files and properties of a pod cgroup', () => {
+  const set = { ...podLimits(null), memoryBytes: 64 * MiB, cpuQuota: 25_000, cpuShares: 2, cpusetMems: '0' };
+
+  test('v1 and hybrid: a file per limit in its controller, unlimited as -1, shares 1024 by default', () => {
+    for (const version of ['v1', 'hybrid'] as const) {
+      assert.deepEqual(
+        limitFiles(host(version), set).map((f) => `${f.controller}/${f.file}=${f.value}`),
+        [
+          `memory/memory.limit_in_bytes=${64 * MiB}`,
+          'cpu/cpu.cfs_period_us=100000',
+          'cpu/cpu.cfs_quota_us=25000',
+          'cpu/cpu.shares=2',
+          'cpuset/cpuset.mems=0',
+        ],
+      );
+      assert.deepEqual(
+        limitFiles(host(version), podLimits(null)).map((f) => f.value),
+        ['-1', '100000', '-1', '1024'],
+      );
+    }
+  });
+
+  test('v2: memory.max, cpu.max, cpu.weight as runc converts shares, the unified entries', () => {
+    assert.deepEqual(
+      limitFiles(host('v2'), { ...set, unified: { 'memory.high': '1000000' } }).map(
+        (f) => `${f.file}=${f.value}`,
+      ),
+      [
+        `memory.max=${64 * MiB}`,
+        'cpu.max=25000 100000',
+        'cpu.weight=1',
+        'cpuset.mems=0',
+        'memory.high=1000000',
+      ],
+    );
+    assert.deepEqual(
+      limitFiles(host('v2'), podLimits(null)).map((f) => f.value),
+      ['max', 'max 100000', '100'],
+    );
+    assert.equal(sharesToWeight(1024), 39);
+    assert.equal(sharesToWeight(262_144), 10_000);
+  });
+
+  test('systemd: every property given, so that an update lifts what is no longer asked; v2 files systemd owns as properties', () => {
+    assert.deepEqual(sliceProperties({ ...set, unified: { 'pids.max': '321', 'memory.swap.max': 'max' } }), [
+      `MemoryMax=${64 * MiB}`,
+      'CPUQuota=25%',
+      'CPUQuotaPeriodSec=100000us',
+      'CPUWeight=1',
+      'AllowedCPUs=',
+      'AllowedMemoryNodes=0',
+      'TasksMax=321',
+      'MemoryHigh=',
+      'MemoryLow=',
+      'MemoryMin=',
+      'MemorySwapMax=infinity',
+    ]);
+    assert.deepEqual(sliceProperties(podLimits(null)).slice(0, 2), ['MemoryMax=infinity', 'CPUQuota=']);
+  });
+
+  test("a pod's own cgroup: a directory in /berth, or a slice in berth.slice, its containers inside", () => {
+    const cgroupfs = cgroupManager('cgroupfs', host('v2'));
+    assert.equal(cgroupfs.podCgroupFor('abc'), '/berth/pod_abc');
+    assert.equal(cgroupfs.cgroupsPath(cgroupfs.podCgroupFor('abc'), 'c1'), '/berth/pod_abc/c1');
+    const systemd = cgroupManager('systemd', host('v2'));
+    assert.equal(systemd.podCgroupFor('abc'), 'berth-pod_abc.slice');
+    assert.equal(systemd.podPath(systemd.podCgroupFor('abc')), '/berth.slice/berth-pod_abc.slice');
+    assert.equal(
+      systemd.relativePath(systemd.cgroupsPath(systemd.podCgroupFor('abc'), 'c1')),
+      '/berth.slice/berth-pod_abc.slice/berth-c1.scope',
+    );
+  });
+});
