@@ -70,7 +70,10 @@ export class RpcEdge {
     return (call, callback) => this.serve(call, handler, callback);
   }
 
-  /** kubelet relies on UNIMPLEMENTED naming the rpc to fall back (e.g. from UpdatePodSandboxResources). */
+  /**
+   * An rpc not served: kubelet relies on UNIMPLEMENTED naming the rpc to fall back (as it does from
+   * UpdatePodSandboxResources on older runtimes). berth serves every rpc of its proto today.
+   */
   unimplemented<Req, Res>(): handleUnaryCall<Req, Res> {
     return (call, callback) => this.serve(call, refuse(call), callback);
   }

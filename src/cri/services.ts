@@ -1,7 +1,7 @@
 /**
  * Every rpc of the two CRI services and what serves it, typed by the interfaces generated from
  * proto/: an rpc missing here, misspelled, or given a handler of another request type does not
- * compile. Serving one that answers UNIMPLEMENTED today is a change of its line.
+ * compile. Every one is served; an rpc a later proto adds would start as `edge.unimplemented()`.
  */
 import type { ContainerCheckpoint } from '../checkpoint/service.js';
 import type { BerthConfig } from '../config/types.js';

@@ -565,13 +565,12 @@ for (const mode of ['auto', 'always'] as const)
       );
     });
 
-    test('rpcs berth does not implement answer UNIMPLEMENTED naming themselves', async () => {
+    test("rpcs once answered UNIMPLEMENTED are served: an unknown id is the caller's mistake", async () => {
       await rejectsWith(
-        daemon.cri.call('CheckpointContainer', { container_id: 'x' }),
-        status.UNIMPLEMENTED,
-        'CheckpointContainer',
+        daemon.cri.call('CheckpointContainer', { container_id: 'x', location: '/tmp/x.tar' }),
+        status.NOT_FOUND,
+        'x',
       );
-      // PortForward and UpdatePodSandboxResources are served now: an unknown pod is the caller's mistake.
       await rejectsWith(
         daemon.cri.call('UpdatePodSandboxResources', { pod_sandbox_id: 'x' }),
         status.NOT_FOUND,
