@@ -216,10 +216,19 @@ ALTER TABLE containers ADD COLUMN resources_version INTEGER
   CHECK ((resources_version IS NULL) = (resources_json IS NULL) AND (resources_version IS NULL OR resources_version >= 1));
 `;
 
+/**
+ * Whether the container was created from a checkpoint: its StartContainer restores the process
+ * (criu, through the runtime) instead of starting the image's command. Rows from before were not.
+ */
+const addContainerRestore = `
+ALTER TABLE containers ADD COLUMN restore INTEGER NOT NULL DEFAULT 0 CHECK (restore IN (0, 1));
+`;
+
 export const migrations: readonly Migration[] = [
   { version: 1, name: 'create sandboxes', sql: createSandboxes },
   { version: 2, name: 'create images', sql: createImages },
   { version: 3, name: 'create containers', sql: createContainers },
   { version: 4, name: 'sandbox infra flag', sql: addSandboxInfra },
   { version: 5, name: 'spec versions', sql: addSpecVersions },
+  { version: 6, name: 'container restore flag', sql: addContainerRestore },
 ];

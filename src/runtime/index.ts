@@ -17,10 +17,12 @@ export {
 } from './handlers.js';
 export type { ContainerState, ContainerStatus } from './runc.js';
 export type {
+  CheckpointVerbs,
   ContainerVerbs,
   HandlerFeatures,
   MonitoredContainer,
   ProcessVerbs,
+  RestoreRequest,
   RuntimeExecSyncOptions,
   RuntimeHandler,
 } from './runtime.js';

@@ -9,10 +9,12 @@ import { attachToMonitor, type AttachIo } from './attach.js';
 import type { Conmon, MonitorCreateRequest, MonitorCreated } from './conmon.js';
 import { execStream, type ExecStreamIo } from './exec-stream.js';
 import { execSync, type ExecSyncResult } from './exec-sync.js';
+import { restoreUnderMonitor } from './restore.js';
 import type { ContainerState, Runc } from './runc.js';
 import type {
   HandlerFeatures,
   MonitoredContainer,
+  RestoreRequest,
   RuntimeExecSyncOptions,
   RuntimeHandler,
 } from './runtime.js';
@@ -51,6 +53,10 @@ export class RuncConmonHandler implements RuntimeHandler {
 
   create(req: MonitorCreateRequest): Promise<MonitorCreated> {
     return this.conmon.create(req);
+  }
+
+  restore(req: RestoreRequest): Promise<MonitorCreated> {
+    return restoreUnderMonitor(this.conmon, req);
   }
 
   createUnmonitored(id: string, bundleDir: string): Promise<number> {

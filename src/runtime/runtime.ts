@@ -86,12 +86,27 @@ export interface ProcessVerbs {
   reopenLog(container: MonitoredContainer, logPath: string): Promise<void>;
 }
 
-/**
- * One configured handler: its name (the one kubelet asks for), what it can do, and the verbs.
- * Checkpoint and restore are to be one more group of verbs beside these two, offered by a handler
- * whose features say that it can.
- */
-export interface RuntimeHandler extends ContainerVerbs, ProcessVerbs {
+/** A container to bring back from a checkpoint under a new monitor, as `create` does for a fresh one. */
+export interface RestoreRequest extends Omit<MonitorCreateRequest, 'restore'> {
+  /** criu's image dir, as `runc checkpoint --image-path` wrote it. */
+  imagePath: string;
+  /** criu's work dir (its restore.log): made by the restore and removed once it is done. */
+  workPath: string;
+}
+
+/** A container's processes saved to files with criu, and brought back from them. */
+export interface CheckpointVerbs {
+  /**
+   * Restores the processes of a checkpoint into the container of a bundle (whose spec names the new
+   * pod's namespaces and cgroup) under a new monitor, which then holds its stdio, writes its log and
+   * records its exit, as for a started container: it is left running. Throws MonitorError with
+   * the runtime's words and the end of criu's restore.log, and leaves nothing behind.
+   */
+  restore(req: RestoreRequest): Promise<MonitorCreated>;
+}
+
+/** One configured handler: its name (the one kubelet asks for), what it can do, and the verbs. */
+export interface RuntimeHandler extends ContainerVerbs, ProcessVerbs, CheckpointVerbs {
   readonly name: string;
   readonly features: HandlerFeatures;
 }
