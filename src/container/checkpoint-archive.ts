@@ -7,7 +7,7 @@
  * made from it, and unpacked only with the layer unpacker's guards.
  */
 import { createReadStream } from 'node:fs';
-import { lstat, mkdir, rm } from 'node:fs/promises';
+import { cp, lstat, mkdir, readFile, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { InvalidArgumentError, errorMessage } from '../errors.js';
 import type { Spec } from '../oci/spec.js';
@@ -43,7 +43,9 @@ export interface CheckpointConfig {
 }
 
 export interface CheckedArchive {
+  /** The archive: a tar file, or a dir holding its files (a checkpoint image's layer). */
   path: string;
+  kind: 'tar' | 'dir';
   config: CheckpointConfig;
   spec: Spec;
   /** Paths of the image the container deleted, as components under the root. */
@@ -104,8 +106,18 @@ export async function checkArchive(path: string, timeoutMs: number): Promise<Che
     stream.destroy();
   }
   if (!checkpointDir) throw invalid(path, `has no ${ARCHIVE_FILES.checkpoint}/ directory`);
+  return checked(path, 'tar', found, rootfsDiff);
+}
+
+function checked(
+  path: string,
+  kind: CheckedArchive['kind'],
+  found: Map<string, Buffer>,
+  rootfsDiff: boolean,
+): CheckedArchive {
   return {
     path,
+    kind,
     config: checkpointConfig(path, jsonMember(path, found, ARCHIVE_FILES.config)),
     spec: checkpointSpec(path, jsonMember(path, found, ARCHIVE_FILES.spec)),
     deleted: deletedPaths(path, found.get(ARCHIVE_FILES.deleted)),
@@ -177,10 +189,40 @@ function deletedPaths(path: string, bytes: Buffer | undefined): string[][] {
 }
 
 /**
- * Unpacks a checked archive into `dir` (made here, private), with the layer unpacker's guards: the
- * archive was checked, but it is read again and could have changed since.
+ * The archive's files as a checkpoint image holds them, unpacked in one of its layers' dirs: the
+ * same checks as checkArchive, the layer unpacker having kept paths inside already. Links and
+ * devices in checkpoint/ are refused as in a tar: criu would read whatever they lead to.
+ */
+export async function checkArchiveDir(path: string): Promise<CheckedArchive> {
+  const found = new Map<string, Buffer>();
+  for (const name of [ARCHIVE_FILES.config, ARCHIVE_FILES.spec, ARCHIVE_FILES.deleted]) {
+    const st = await lstat(join(path, name)).catch(() => null);
+    if (st === null) continue;
+    if (!st.isFile()) throw invalid(path, `${name} is not a file`);
+    if (st.size > MAX_JSON_BYTES) throw invalid(path, `${name} is larger than ${MAX_JSON_BYTES} bytes`);
+    found.set(name, await readFile(join(path, name)));
+  }
+  const checkpoint = join(path, ARCHIVE_FILES.checkpoint);
+  const st = await lstat(checkpoint).catch(() => null);
+  if (!st?.isDirectory()) throw invalid(path, `has no ${ARCHIVE_FILES.checkpoint}/ directory`);
+  for (const entry of await readdir(checkpoint, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile() && !entry.isDirectory()) {
+      throw invalid(path, `${join(entry.parentPath, entry.name)} is neither a file nor a dir`);
+    }
+  }
+  const diff = await lstat(join(path, ARCHIVE_FILES.rootfsDiff)).catch(() => null);
+  return checked(path, 'dir', found, diff?.isFile() ?? false);
+}
+
+/**
+ * Unpacks a checked archive into `dir` (made here, private): a tar with the layer unpacker's
+ * guards (it was checked, but it is read again and could have changed since), a dir copied.
  */
 export async function unpackArchive(archive: CheckedArchive, dir: string, timeoutMs: number): Promise<void> {
+  if (archive.kind === 'dir') {
+    await cp(archive.path, dir, { recursive: true, errorOnExist: true, force: false });
+    return;
+  }
   await mkdir(dir, { mode: PRIVATE_DIR });
   await unpackLayer(createReadStream(archive.path), 'none', dir, { timeoutMs });
 }

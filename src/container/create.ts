@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, realpath, writeFile } from 'node:fs/promises';
-import { isAbsolute, join } from 'node:path';
+import { join } from 'node:path';
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from '../errors.js';
 import { containerChange } from '../events/lifecycle.js';
 import { containerDir, prepareRootfs, volumesDir } from '../imagestore/rootfs.js';
@@ -16,7 +16,7 @@ import { findImageVolumes, mountImageVolumes, withImageVolumeSources } from './i
 import { findContainer } from './lookup.js';
 import { prepareSpec, type PrepareInput } from './prepare.js';
 import { checkUserNamespace, rootfsIdmap } from './userns.js';
-import { checkpointSource, monitorName, unpackCheckpoint } from './restore.js';
+import { findCheckpoint, monitorName, unpackCheckpoint } from './restore.js';
 import { restoredSpec } from '../oci/restored-spec.js';
 import { CREATE_STEPS, type ContainerTeardown, type CreateStep } from './teardown.js';
 import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
@@ -41,9 +41,9 @@ export class ContainerCreation {
     const { config, store, images } = this.deps;
     requireReady(sandbox);
     checkUserNamespace(userns, sandbox);
-    // An absolute path names a checkpoint archive on the node, as CRI-O takes it: the container is
-    // made from the checkpointed one's image, files and spec, and its start restores its processes.
-    const checkpoint = isAbsolute(requested.image) ? await checkpointSource(images, requested.image) : null;
+    // A checkpoint (an archive, or an image holding one): the container is made from the
+    // checkpointed one's image, files and spec, and its start restores its processes.
+    const checkpoint = await findCheckpoint(this.deps, requested.image);
     const image = checkpoint?.image ?? images.resolve(requested.image)?.record;
     if (!image) throw new NotFoundError('image', requested.image);
     const { spec, volumes } = findImageVolumes(requested, images, sandbox);

@@ -3,8 +3,9 @@
  * differently for one, and the restore its StartContainer does in place of a start.
  */
 import { rm } from 'node:fs/promises';
-import { join } from 'node:path';
-import { FailedPreconditionError, errorMessage } from '../errors.js';
+import { isAbsolute, join } from 'node:path';
+import { FailedPreconditionError, InvalidArgumentError, errorMessage } from '../errors.js';
+import { LayerStore } from '../imagestore/layers.js';
 import { containerDir } from '../imagestore/rootfs.js';
 import type { Logger } from '../log.js';
 import type { Container } from '../model/container.js';
@@ -14,6 +15,8 @@ import type { ImageRecord } from '../store/types.js';
 import {
   applyRootfsChanges,
   checkArchive,
+  checkArchiveDir,
+  ARCHIVE_FIELD,
   unpackArchive,
   ARCHIVE_FILES,
   type CheckedArchive,
@@ -33,16 +36,44 @@ export interface CheckpointSource {
   image: ImageRecord;
 }
 
+/** How CRI-O's checkpoint images (buildah: the archive's files as one layer) are marked. */
+export const CHECKPOINT_IMAGE_ANNOTATION = 'io.kubernetes.cri-o.annotations.checkpoint.name';
+
 /**
- * The archive at `path`, checked (InvalidArgumentError naming the request field), and its image:
- * FailedPreconditionError naming it when berth has not pulled it, for kubelet pulls the image a
- * pod names, which here is the archive, never the image under it.
+ * What a CreateContainer's image names, when it names a checkpoint: an absolute path is an archive
+ * on the node (as CRI-O takes it), and an image whose manifest (or config labels) carries
+ * CRI-O's checkpoint annotation holds one as its one layer. Null for any other image.
  */
-export async function checkpointSource(
+export async function findCheckpoint(
+  deps: Pick<ContainerServiceDeps, 'images' | 'config'>,
+  image: string,
+): Promise<CheckpointSource | null> {
+  if (isAbsolute(image)) return checkpointSource(deps.images, await checkArchive(image, ARCHIVE_TIMEOUT_MS));
+  const record = deps.images.resolve(image)?.record;
+  if (!record) return null;
+  const labels = record.config.config?.Labels ?? {};
+  const annotations = await deps.images.manifestAnnotations(record);
+  if (!(CHECKPOINT_IMAGE_ANNOTATION in annotations) && !(CHECKPOINT_IMAGE_ANNOTATION in labels)) return null;
+  const [layer, ...more] = record.config.rootfs.diff_ids;
+  if (layer === undefined || more.length > 0) {
+    throw new InvalidArgumentError(
+      ARCHIVE_FIELD,
+      `checkpoint image ${image} has ${record.config.rootfs.diff_ids.length} layers, not the one holding the archive`,
+    );
+  }
+  const dir = new LayerStore(deps.config.rootDir).fsDir(layer);
+  return checkpointSource(deps.images, await checkArchiveDir(dir));
+}
+
+/**
+ * A checked archive and its image: FailedPreconditionError naming it when berth has not pulled it,
+ * for kubelet pulls the image a pod names, which here is the checkpoint, never the image under it.
+ */
+async function checkpointSource(
   images: ContainerServiceDeps['images'],
-  path: string,
+  archive: CheckedArchive,
 ): Promise<CheckpointSource> {
-  const archive = await checkArchive(path, ARCHIVE_TIMEOUT_MS);
+  const { path } = archive;
   const { rootfsImage, rootfsImageRef } = archive.config;
   const resolved =
     (rootfsImageRef !== '' ? images.resolve(rootfsImageRef) : undefined) ??

@@ -7,17 +7,19 @@
  * no criu and run everywhere. Needs root. Traffic goes only to the test's own pods' addresses.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { after, before, describe, test, type TestContext } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { run } from '../../src/exec.js';
+import { CHECKPOINT_IMAGE_ANNOTATION } from '../../src/container/restore.js';
 import { makeCheckpointArchive } from '../harness/checkpoint-archive.js';
 import { podConfig, useDaemon, type TestDaemon } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
-import { tarball, useBusyboxImage, type LayerEntry } from '../harness/images.js';
+import { layerFromTar, pushImage, tarball, useBusyboxImage, type LayerEntry } from '../harness/images.js';
+import { startRegistry, type TestRegistry } from '../harness/registry.js';
 import {
   containerConfig,
   createContainer,
@@ -67,16 +69,42 @@ describe(
       await d.cri.callImage('PullImage', { image: { image: imageRef() } });
     });
     let noCriu: string | false = 'not probed';
+    /** Where the checkpoint images are pushed. */
+    let registry: TestRegistry | undefined;
+    let images = 0;
+    /** Pushes `archive` as CRI-O's checkpoint images hold one (one layer, annotated manifest) and pulls it. */
+    const checkpointImage = async (d: TestDaemon, archive: Buffer): Promise<string> => {
+      registry ??= await startRegistry();
+      const pushed = await pushImage(registry, 'berth/checkpoint', String(++images), {
+        layers: [await layerFromTar(archive)],
+        annotations: { [CHECKPOINT_IMAGE_ANNOTATION]: 'counter' },
+      });
+      await d.cri.callImage('PullImage', { image: { image: pushed.reference } });
+      return pushed.reference;
+    };
     before(async () => {
       workDir = await mkdtemp(join(tmpdir(), 'berth-restore-'));
       noCriu = await criuSkip();
       if (noCriu) console.log(`# restores skipped: ${noCriu}`);
     });
     after(async () => {
+      await registry?.stop();
       if (workDir) await rm(workDir, { recursive: true, force: true });
     });
 
     describe('archives that cannot be restored', () => {
+      // One pod for all: none of these leaves a container in it.
+      let shared: Pod | undefined;
+      before(async () => {
+        shared = await runPod(daemon().cri, podConfig('restore-bad'));
+      });
+      after(async () => {
+        if (shared) await stopAndRemovePod(daemon().cri, shared.id).catch(() => {});
+      });
+      const badPod = (): Pod => {
+        assert.ok(shared, 'no pod for the bad archives');
+        return shared;
+      };
       const cases: [string, () => Buffer, RegExp][] = [
         ['is not a tar', () => Buffer.from('not a tar archive at all\n'.repeat(40)), /not a readable tar/],
         [
@@ -118,9 +146,9 @@ describe(
         ],
       ];
       for (const [what, archive, problem] of cases) {
-        test(`an archive that ${what}: INVALID_ARGUMENT naming ${FIELD}, nothing left behind`, async (t) => {
+        test(`an archive that ${what}: INVALID_ARGUMENT naming ${FIELD}, nothing left behind`, async () => {
           const d = daemon();
-          const pod = await podFor(t, d, 'bad');
+          const pod = badPod();
           const path = join(workDir, `bad-${what.replace(/\W+/g, '-')}.tar`);
           await writeFile(path, archive());
           const err = await rejectsWith(createRestored(d, pod, path), status.INVALID_ARGUMENT, FIELD);
@@ -129,9 +157,9 @@ describe(
         });
       }
 
-      test('an archive whose image berth has not pulled: FAILED_PRECONDITION naming the image', async (t) => {
+      test('an archive whose image berth has not pulled: FAILED_PRECONDITION naming the image', async () => {
         const d = daemon();
-        const pod = await podFor(t, d, 'noimage');
+        const pod = badPod();
         const missing = 'registry.invalid/berth/never-pulled:1';
         const path = join(workDir, 'missing-image.tar');
         await writeFile(
@@ -142,9 +170,38 @@ describe(
         await assertNothingLeft(d);
       });
 
-      test('a path that is no file: INVALID_ARGUMENT naming the field', async (t) => {
+      test('a checkpoint image whose image berth has not pulled: FAILED_PRECONDITION naming the image', async () => {
         const d = daemon();
-        const pod = await podFor(t, d, 'nofile');
+        const pod = badPod();
+        const missing = 'registry.invalid/berth/never-pulled:2';
+        const image = await checkpointImage(
+          d,
+          tarball([configDump(missing), specDump(), { type: 'dir', path: 'checkpoint' }]),
+        );
+        await rejectsWith(createRestored(d, pod, image), status.FAILED_PRECONDITION, missing);
+        await assertNothingLeft(d);
+      });
+
+      test('a checkpoint image with a link in checkpoint/: INVALID_ARGUMENT naming the field', async () => {
+        const d = daemon();
+        const pod = badPod();
+        const image = await checkpointImage(
+          d,
+          tarball([
+            configDump(imageRef()),
+            specDump(),
+            { type: 'dir', path: 'checkpoint' },
+            { type: 'symlink', path: 'checkpoint/pages-1.img', target: '/etc/shadow' },
+          ]),
+        );
+        const err = await rejectsWith(createRestored(d, pod, image), status.INVALID_ARGUMENT, FIELD);
+        assert.match(err.details, /neither a file nor a dir/);
+        await assertNothingLeft(d);
+      });
+
+      test('a path that is no file: INVALID_ARGUMENT naming the field', async () => {
+        const d = daemon();
+        const pod = badPod();
         await rejectsWith(
           createRestored(d, pod, join(workDir, 'absent.tar')),
           status.INVALID_ARGUMENT,
@@ -197,6 +254,20 @@ describe(
         const resumed = await count(d, restored);
         assert.ok(resumed >= COUNT_BEFORE, `the count began again: ${resumed}`);
         await waitFor(async () => (await count(d, restored)) > resumed, 20_000);
+      });
+
+      test("a checkpoint image (CRI-O's: the archive as its one layer) restores as the archive does", async (t) => {
+        if (noCriu) return t.skip(noCriu);
+        if (!counterArchive) return t.skip('the counting test made no archive');
+        const d = daemon();
+        const image = await checkpointImage(d, await readFile(counterArchive));
+        const pod = await podFor(t, d, 'count-img');
+        const restored = await createRestored(d, pod, image);
+        await d.cri.call('StartContainer', { container_id: restored });
+        await waitContainerState(d.cri, restored, 'CONTAINER_RUNNING');
+        const resumed = await count(d, restored);
+        assert.ok(resumed >= COUNT_BEFORE, `the count began again: ${resumed}`);
+        assert.equal((await execText(d.cri, restored, ['cat', '/begun'])).trim(), 'begun');
       });
 
       test('a listening process restored into a pod with another IP accepts connections there', async (t) => {
