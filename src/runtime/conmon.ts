@@ -95,8 +95,9 @@ export class MonitorError extends BerthError {
     readonly id: string,
     readonly reason: string,
     readonly timedOut = false,
+    verb: 'create' | 'restore' = 'create',
   ) {
-    super(`conmon: create container ${id}${timedOut ? ' timed out' : ''}: ${reason}`);
+    super(`conmon: ${verb} container ${id}${timedOut ? ' timed out' : ''}: ${reason}`);
   }
 }
 

@@ -21,7 +21,8 @@ export async function restoreUnderMonitor(conmon: Conmon, req: RestoreRequest): 
   } catch (err) {
     if (!(err instanceof MonitorError)) throw err;
     const tail = await restoreLogTail(workPath);
-    throw new MonitorError(req.id, tail === '' ? err.reason : `${err.reason}; criu's restore.log: ${tail}`);
+    const reason = tail === '' ? err.reason : `${err.reason}; criu's restore.log: ${tail}`;
+    throw new MonitorError(req.id, reason, err.timedOut, 'restore');
   } finally {
     await rm(workPath, { recursive: true, force: true });
   }

@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { after, before, describe, test, type TestContext } from 'node:test';
@@ -22,6 +23,7 @@ import { layerFromTar, pushImage, tarball, useBusyboxImage, type LayerEntry } fr
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
 import {
   containerConfig,
+  containerStatus,
   createContainer,
   execText,
   podStatus,
@@ -46,6 +48,8 @@ const COUNTER = [
 ];
 /** How far the count gets before the checkpoint: a fresh start would be far below it when read. */
 const COUNT_BEFORE = 15;
+/** Longer than berthd's monitor check period (5 s). */
+const MONITOR_CHECK_WAIT_MS = 6_000;
 
 /** Why criu cannot checkpoint here, or false: `criu check` is what runc relies on too. */
 async function criuSkip(): Promise<string | false> {
@@ -92,7 +96,7 @@ describe(
       if (workDir) await rm(workDir, { recursive: true, force: true });
     });
 
-    describe('archives that cannot be restored', () => {
+    describe('archives that cannot be restored, and a restore that fails', () => {
       // One pod for all: none of these leaves a container in it.
       let shared: Pod | undefined;
       before(async () => {
@@ -197,6 +201,37 @@ describe(
         const err = await rejectsWith(createRestored(d, pod, image), status.INVALID_ARGUMENT, FIELD);
         assert.match(err.details, /neither a file nor a dir/);
         await assertNothingLeft(d);
+      });
+
+      test('a restored container waits CREATED for its start, across monitor checks and a restart; a failed restore leaves it EXITED', async (t) => {
+        const d = daemon();
+        const pod = await podFor(t, d, 'fails');
+        // Valid as an archive, but its checkpoint/ holds no images: criu (or, without it, runc) fails.
+        const path = join(workDir, 'empty-checkpoint.tar');
+        await writeFile(
+          path,
+          tarball([configDump(imageRef()), specDump(), { type: 'dir', path: 'checkpoint' }]),
+        );
+        const id = await createRestored(d, pod, path);
+        // Past berthd's monitor check (every 5 s), which must not take the missing monitor for a lost one.
+        await sleep(MONITOR_CHECK_WAIT_MS);
+        assert.equal((await containerStatus(d.cri, id)).state, 'CONTAINER_CREATED');
+        await d.restart();
+        assert.equal((await containerStatus(d.cri, id)).state, 'CONTAINER_CREATED');
+
+        await assert.rejects(d.cri.call('StartContainer', { container_id: id }));
+        const ended = await containerStatus(d.cri, id);
+        assert.equal(ended.state, 'CONTAINER_EXITED');
+        assert.equal(ended.reason, 'StartError');
+        assert.match(ended.message, /^conmon: restore container /);
+        if (!noCriu) assert.match(ended.message, /criu's restore\.log: /);
+        const dir = join(d.rootDir, 'containers', id);
+        assert.deepEqual(
+          (await readdir(dir)).filter((name) => name === 'restore-work'),
+          [],
+          'criu work dir left',
+        );
+        await d.cri.call('RemoveContainer', { container_id: id });
       });
 
       test('a path that is no file: INVALID_ARGUMENT naming the field', async () => {
