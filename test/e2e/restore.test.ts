@@ -128,24 +128,13 @@ describe(
         ],
         [
           'leads out with ".."',
-          () =>
-            tarball([
-              configDump(imageRef()),
-              specDump(),
-              { type: 'dir', path: 'checkpoint' },
-              { type: 'file', path: 'checkpoint/../../escaped', content: 'x' },
-            ]),
+          () => archiveOf(imageRef(), { type: 'file', path: 'checkpoint/../../escaped', content: 'x' }),
           /escapes/,
         ],
         [
           'holds a symlink',
           () =>
-            tarball([
-              configDump(imageRef()),
-              specDump(),
-              { type: 'dir', path: 'checkpoint' },
-              { type: 'symlink', path: 'checkpoint/core-1.img', target: '/etc/shadow' },
-            ]),
+            archiveOf(imageRef(), { type: 'symlink', path: 'checkpoint/core-1.img', target: '/etc/shadow' }),
           /is a symlink/,
         ],
       ];
@@ -166,10 +155,7 @@ describe(
         const pod = badPod();
         const missing = 'registry.invalid/berth/never-pulled:1';
         const path = join(workDir, 'missing-image.tar');
-        await writeFile(
-          path,
-          tarball([configDump(missing), specDump(), { type: 'dir', path: 'checkpoint' }]),
-        );
+        await writeFile(path, archiveOf(missing));
         await rejectsWith(createRestored(d, pod, path), status.FAILED_PRECONDITION, missing);
         await assertNothingLeft(d);
       });
@@ -178,10 +164,7 @@ describe(
         const d = daemon();
         const pod = badPod();
         const missing = 'registry.invalid/berth/never-pulled:2';
-        const image = await checkpointImage(
-          d,
-          tarball([configDump(missing), specDump(), { type: 'dir', path: 'checkpoint' }]),
-        );
+        const image = await checkpointImage(d, archiveOf(missing));
         await rejectsWith(createRestored(d, pod, image), status.FAILED_PRECONDITION, missing);
         await assertNothingLeft(d);
       });
@@ -191,12 +174,7 @@ describe(
         const pod = badPod();
         const image = await checkpointImage(
           d,
-          tarball([
-            configDump(imageRef()),
-            specDump(),
-            { type: 'dir', path: 'checkpoint' },
-            { type: 'symlink', path: 'checkpoint/pages-1.img', target: '/etc/shadow' },
-          ]),
+          archiveOf(imageRef(), { type: 'symlink', path: 'checkpoint/pages-1.img', target: '/etc/shadow' }),
         );
         const err = await rejectsWith(createRestored(d, pod, image), status.INVALID_ARGUMENT, FIELD);
         assert.match(err.details, /neither a file nor a dir/);
@@ -208,10 +186,7 @@ describe(
         const pod = await podFor(t, d, 'fails');
         // Valid as an archive, but its checkpoint/ holds no images: criu (or, without it, runc) fails.
         const path = join(workDir, 'empty-checkpoint.tar');
-        await writeFile(
-          path,
-          tarball([configDump(imageRef()), specDump(), { type: 'dir', path: 'checkpoint' }]),
-        );
+        await writeFile(path, archiveOf(imageRef()));
         const id = await createRestored(d, pod, path);
         // Past berthd's monitor check (every 5 s), which must not take the missing monitor for a lost one.
         await sleep(MONITOR_CHECK_WAIT_MS);
@@ -332,6 +307,11 @@ describe(
     });
   },
 );
+
+/** A well-formed archive of a checkpoint of `image`, its checkpoint/ holding `extra` (no images: criu fails). */
+function archiveOf(image: string, ...extra: LayerEntry[]): Buffer {
+  return tarball([configDump(image), specDump(), { type: 'dir', path: 'checkpoint' }, ...extra]);
+}
 
 function configDump(image: string): LayerEntry {
   const config = {
