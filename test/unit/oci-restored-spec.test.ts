@@ -6,7 +6,17 @@ import type { Spec } from '../../src/oci/spec.js';
 
 const checkpointed: Spec = {
   ociVersion: '1.0.2',
-  process: { args: ['sh', '-c', 'count'], cwd: '/', env: ['A=1'], terminal: false, user: { uid: 0, gid: 0 } },
+  process: {
+    args: ['sh', '-c', 'count'],
+    cwd: '/',
+    env: ['A=1'],
+    terminal: false,
+    user: { uid: 0, gid: 0 },
+    capabilities: { bounding: ['CAP_SYS_ADMIN'], effective: ['CAP_SYS_ADMIN'] },
+    apparmorProfile: 'unconfined',
+    noNewPrivileges: false,
+  },
+  hooks: { createRuntime: [{ path: '/bin/sh', args: ['sh', '-c', 'touch /host-owned'] }] },
   root: { path: '/var/lib/berth/containers/old/rootfs' },
   hostname: 'old-pod',
   mounts: [
@@ -25,7 +35,14 @@ const checkpointed: Spec = {
 
 const fresh: Spec = {
   ociVersion: '1.0.2',
-  process: { args: ['sleep', '1000'], cwd: '/', terminal: false, user: { uid: 0, gid: 0 } },
+  process: {
+    args: ['sleep', '1000'],
+    cwd: '/',
+    terminal: false,
+    user: { uid: 0, gid: 0 },
+    capabilities: { bounding: ['CAP_CHOWN'], effective: ['CAP_CHOWN'] },
+    noNewPrivileges: true,
+  },
   root: { path: '/var/lib/berth/containers/new/rootfs' },
   hostname: 'new-pod',
   mounts: [
@@ -42,11 +59,10 @@ const fresh: Spec = {
 };
 
 describe('restoredSpec', () => {
-  it('keeps what the process was made with and takes where it now lives from the new pod', () => {
+  it('keeps what the process was and takes where it now lives from the new pod', () => {
     const spec = restoredSpec(checkpointed, fresh);
-    assert.deepEqual(spec.process, checkpointed.process);
-    assert.deepEqual(spec.linux?.maskedPaths, ['/proc/kcore']);
-    assert.deepEqual(spec.linux?.devices, checkpointed.linux?.devices);
+    assert.deepEqual(spec.process?.args, ['sh', '-c', 'count']);
+    assert.deepEqual(spec.process?.env, ['A=1']);
     assert.deepEqual(spec.root, fresh.root);
     assert.equal(spec.hostname, 'new-pod');
     assert.deepEqual(spec.mounts, fresh.mounts, "the new request's mounts replace the old request's");
@@ -55,6 +71,16 @@ describe('restoredSpec', () => {
     assert.equal(spec.linux?.cgroupsPath, '/kubepods/podnew/new');
     assert.deepEqual(spec.linux?.resources, { memory: { limit: 2 } });
     assert.equal(spec.linux?.uidMappings, undefined);
+  });
+
+  it("grants nothing the archive asks for: hooks, devices, masked paths and privileges are the new request's", () => {
+    const spec = restoredSpec(checkpointed, fresh);
+    assert.equal(spec.hooks, undefined, 'a hook of spec.dump would run on the host');
+    assert.equal(spec.linux?.devices, undefined);
+    assert.deepEqual(spec.linux?.maskedPaths, []);
+    assert.deepEqual(spec.process?.capabilities, fresh.process?.capabilities);
+    assert.equal(spec.process?.noNewPrivileges, true);
+    assert.equal(spec.process?.apparmorProfile, undefined);
   });
 
   it('takes the new pod user namespace mappings, and drops the old ones when the new pod has none', () => {
