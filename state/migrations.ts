@@ -228,6 +228,14 @@ ALTER TABLE sandboxes ADD COLUMN resources_json TEXT
   CHECK (resources_json IS NULL OR (json_valid(resources_json) AND json_type(resources_json) = 'object'));
 `;
 
+/**
+ * Whether the container was created from a checkpoint: its StartContainer restores the process
+ * (criu, through the runtime) instead of starting the image's command. Rows from before were not.
+ */
+const addContainerRestore = `
+ALTER TABLE containers ADD COLUMN restore INTEGER NOT NULL DEFAULT 0 CHECK (restore IN (0, 1));
+`;
+
 export const migrations: readonly Migration[] = [
   { version: 1, name: 'create sandboxes', sql: createSandboxes },
   { version: 2, name: 'create images', sql: createImages },
@@ -235,4 +243,5 @@ export const migrations: readonly Migration[] = [
   { version: 4, name: 'sandbox infra flag', sql: addSandboxInfra },
   { version: 5, name: 'spec versions', sql: addSpecVersions },
   { version: 6, name: 'pod cgroups', sql: addPodCgroups },
+  { version: 7, name: 'container restore flag', sql: addContainerRestore },
 ];

@@ -16,6 +16,8 @@ import { findImageVolumes, mountImageVolumes, withImageVolumeSources } from './i
 import { findContainer } from './lookup.js';
 import { prepareSpec, type PrepareInput } from './prepare.js';
 import { checkUserNamespace, rootfsIdmap } from './userns.js';
+import { findCheckpoint, monitorName, unpackCheckpoint } from './restore.js';
+import { restoredSpec } from '../oci/restored-spec.js';
 import { CREATE_STEPS, type ContainerTeardown, type CreateStep } from './teardown.js';
 import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
 
@@ -39,10 +41,12 @@ export class ContainerCreation {
     const { config, store, images } = this.deps;
     requireReady(sandbox);
     checkUserNamespace(userns, sandbox);
-    const resolved = images.resolve(requested.image);
-    if (!resolved) throw new NotFoundError('image', requested.image);
+    // A checkpoint (an archive, or an image holding one): the container is made from the
+    // checkpointed one's image, files and spec, and its start restores its processes.
+    const checkpoint = await findCheckpoint(this.deps, requested.image);
+    const image = checkpoint?.image ?? images.resolve(requested.image)?.record;
+    if (!image) throw new NotFoundError('image', requested.image);
     const { spec, volumes } = findImageVolumes(requested, images);
-    const image = resolved.record;
     const imageConfig = image.config;
     const pod = sandbox.spec;
 
@@ -67,6 +71,7 @@ export class ContainerCreation {
         logPath,
         bundleDir,
         cgroupsPath: cgroups,
+        restore: checkpoint !== null,
       }),
       step: CREATE_STEPS[0],
     });
@@ -96,6 +101,7 @@ export class ContainerCreation {
       const [rootfs, volumeSources] = await step('rootfs', async () => {
         const idmap = rootfsIdmap(sandbox);
         const path = await prepareRootfs(id, imageConfig.rootfs.diff_ids, config.rootDir, idmap);
+        if (checkpoint) await unpackCheckpoint(checkpoint, id, config.rootDir, path);
         return [path, await mountImageVolumes(id, config.rootDir, volumes, idmap)] as const;
       });
       await step('spec', async () => {
@@ -103,7 +109,10 @@ export class ContainerCreation {
           containerId: id,
           spec: withImageVolumeSources(spec, volumeSources),
           sandbox,
-          image: { name: spec.image, config: imageConfig.config ?? {} },
+          image: {
+            name: checkpoint?.archive.config.rootfsImage || spec.image,
+            config: imageConfig.config ?? {},
+          },
           rootfsPath: rootfs,
           cgroupsPath: cgroups,
           targetPid: this.targetPid(spec, sandbox),
@@ -118,22 +127,26 @@ export class ContainerCreation {
         // The bundle dir meanwhile; both settle before a failure reaches the rootfs undo.
         await allSettledOrThrow([preparing, mkdir(bundleDir, { recursive: true, mode: PRIVATE_DIR })]);
         const prepared = await preparing;
-        await writeFile(join(bundleDir, 'config.json'), JSON.stringify(prepared.spec), {
+        const ociSpec = checkpoint ? restoredSpec(checkpoint.archive.spec, prepared.spec) : prepared.spec;
+        await writeFile(join(bundleDir, 'config.json'), JSON.stringify(ociSpec), {
           mode: PRIVATE_FILE,
         });
         store.containers.userResolved(id, prepared.user);
         for (const note of prepared.notes) log.warn(note);
       });
-      const created = await step('monitor', () =>
-        runtime.create({
-          id,
-          name: `${pod.metadata.namespace}_${pod.metadata.name}_${spec.metadata.name}`,
-          bundleDir,
-          logPath,
-          stdin: spec.stdin,
-          stdinOnce: spec.stdinOnce,
-          tty: spec.tty,
-        }),
+      // A restored container's monitor comes with its restore, at StartContainer.
+      const created = await step('monitor', async () =>
+        checkpoint
+          ? undefined
+          : runtime.create({
+              id,
+              name: monitorName(sandbox, { spec }),
+              bundleDir,
+              logPath,
+              stdin: spec.stdin,
+              stdinOnce: spec.stdinOnce,
+              tty: spec.tty,
+            }),
       );
       // The processes and the state in one commit: nothing acts between the two.
       this.deps.events.publish(containerChange('CREATED', store.containers.markCreated(id, created)));

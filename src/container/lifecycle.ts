@@ -13,6 +13,8 @@ import { settledWithin } from '../kit/deadline.js';
 import { nowNanos } from '../time.js';
 import { runtimeOf, withCurrent, type ContainerContext } from './context.js';
 import { ContainerCreation } from './create.js';
+import { restoreProcess } from './restore.js';
+import type { MonitorCreated } from '../runtime/index.js';
 import type { ExitRecorder } from './exit-recorder.js';
 import {
   currentContainer,
@@ -74,8 +76,12 @@ export class ContainerLifecycle {
         throw new FailedPreconditionError(`container ${id} is ${stateWord(container)}, not created`);
       }
       const startedAt = nowNanos();
+      let restored: MonitorCreated | null = null;
       try {
-        await runtime.start(id);
+        if (container.restore) {
+          const sandbox = findSandbox(store, container.sandboxId, false);
+          restored = await restoreProcess(this.ctx.deps, runtime, container, sandbox, logger);
+        } else await runtime.start(id);
       } catch (err) {
         // A start that went through before an error (or a retry after a crash) is a start.
         if ((await runtime.state(id).catch(() => null))?.status === 'running') {
@@ -90,9 +96,12 @@ export class ContainerLifecycle {
         });
         // It is exited now, as kubelet's next look at the pod must see.
         events.publish(containerChange('STOPPED', failed));
-        throw new StepError('start', err);
+        throw new StepError(container.restore ? 'restore' : 'start', err);
       }
-      events.publish(containerChange('STARTED', store.containers.markRunning(id, startedAt)));
+      const running = restored
+        ? store.containers.markRestored(id, startedAt, restored)
+        : store.containers.markRunning(id, startedAt);
+      events.publish(containerChange('STARTED', running));
       logger.info({ container: id }, 'container started');
     });
     // An exit that raced the start waited for the lock; make sure it is not lost.

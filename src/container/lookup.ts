@@ -59,9 +59,12 @@ function candidates(store: Store, { id, podSandboxId }: ContainerFilter): Contai
   return found.filter((container) => sandboxIds.has(container.sandboxId));
 }
 
-/** Created or running: runc has its process, and a conmon watches it. */
-export function hasProcess(container: Pick<Container, 'state'>): boolean {
-  return container.state === 'CREATED' || container.state === 'RUNNING';
+/**
+ * Created or running: runc has its process, and a conmon watches it. Not a created container made
+ * from a checkpoint: its process and monitor come with its restore, at StartContainer.
+ */
+export function hasProcess(container: Pick<Container, 'state' | 'restore'>): boolean {
+  return (container.state === 'CREATED' && !container.restore) || container.state === 'RUNNING';
 }
 
 /** The state as CRI names it. */

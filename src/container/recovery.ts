@@ -114,6 +114,15 @@ async function reconcile(
     (await deps.runtimes.isMonitoring(container.id, container.monitorPid))
   )
     return;
+  // Made from a checkpoint and not started: no monitor or process is meant to be there yet, and
+  // its start restores it. Only a restore cut short would have left runc a container of it.
+  if (
+    !rebooted &&
+    container.restore &&
+    container.state === 'CREATED' &&
+    (await runtimeOf(deps, container).state(container.id)) === null
+  )
+    return;
   const settled = await settleUnmonitored(deps, container, { rebooted });
   if (settled === 'killed' || settled === 'lost') report.lost.push(container.id);
 }

@@ -12,6 +12,7 @@ import { formatReference, isDigest, parseReference, repoDigest, repoTag } from '
 import { SingleFlight } from '../kit/single-flight.js';
 import { imageUser } from './user.js';
 import { nowNanos } from '../time.js';
+import { isObject } from '../store/columns.js';
 
 /** What ImageStatus and ListImages report; src/cri maps it to the wire form. */
 export interface ImageView {
@@ -50,6 +51,8 @@ export type PullDone =
 
 export class ImageService {
   private readonly pulls = new SingleFlight<string>();
+  /** Manifest annotations by image id (manifestAnnotations); an entry goes with its image. */
+  private readonly annotations = new Map<string, Record<string, string>>();
   private puller: Promise<Puller> | undefined;
 
   constructor(private readonly deps: ImageServiceDeps) {}
@@ -156,6 +159,27 @@ export class ImageService {
   }
 
   /**
+   * The annotations of the image's manifest, {} when it has none: a checkpoint image is marked
+   * there. Read from the stored manifest once per image; an image's manifest never changes.
+   */
+  async manifestAnnotations(record: ImageRecord): Promise<Record<string, string>> {
+    let annotations = this.annotations.get(record.id);
+    if (annotations === undefined) {
+      // The manifest was checked when pulled; one unreadable now marks nothing, as none would.
+      const manifest: unknown = await this.deps.content
+        .readBuffer(record.manifestDigest)
+        .then((bytes): unknown => JSON.parse(bytes.toString('utf8')))
+        .catch(() => null);
+      const found = isObject(manifest) && isObject(manifest.annotations) ? manifest.annotations : {};
+      annotations = Object.fromEntries(
+        Object.entries(found).filter((entry): entry is [string, string] => typeof entry[1] === 'string'),
+      );
+      this.annotations.set(record.id, annotations);
+    }
+    return annotations;
+  }
+
+  /**
    * What a container's status says of its image: its first tag (a readable name) and its repo
    * digest, or its id when it has none (or is gone), as image_ref.
    */
@@ -191,6 +215,7 @@ export class ImageService {
   }
 
   private async deleteImage(id: string): Promise<void> {
+    this.annotations.delete(id);
     const deleted = this.deps.repo.deleteImage(id);
     if (!deleted) return;
     // The rows went first: a crash here leaves unreferenced files, which start-up sweeps.

@@ -28,6 +28,11 @@ const rules = {
   createFailed: { from: ['CREATING'], to: 'EXITED' },
   /** StartContainer, or start-up finding that an interrupted one went through. */
   markRunning: { from: ['CREATED'], to: 'RUNNING' },
+  /**
+   * StartContainer of a container created from a checkpoint: the restored process and its monitor
+   * come into being here, not at create, so their pids are recorded with the start.
+   */
+  markRestored: { from: ['CREATED'], to: 'RUNNING' },
   /** runc start failed and the process is not running. */
   startFailed: { from: ['CREATED'], to: 'EXITED' },
   /** An exit recorded by conmon, or decided by berth for a process it killed or lost. */

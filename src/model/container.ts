@@ -142,6 +142,11 @@ export interface Container {
   cgroupsPath: string;
   /** Null until CreateContainer has resolved it (userResolved). */
   user: ContainerUser | null;
+  /**
+   * Created from a checkpoint archive: its rootfs and spec are the checkpointed container's, and
+   * StartContainer restores the checkpointed process instead of starting the image's command.
+   */
+  restore: boolean;
 }
 
 /** What CreateContainer decides before its first step. */
@@ -154,6 +159,8 @@ export interface NewContainer {
   logPath: string;
   bundleDir: string;
   cgroupsPath: string;
+  /** See Container.restore; false when absent. */
+  restore?: boolean;
 }
 
 /** The journal entry CreateContainer records before its first step: nothing done yet. */
@@ -180,5 +187,6 @@ export function newContainer(input: NewContainer): Container {
     bundleDir: input.bundleDir,
     cgroupsPath: input.cgroupsPath,
     user: null,
+    restore: input.restore ?? false,
   };
 }

@@ -77,6 +77,8 @@ export interface MonitorCreateRequest {
   stdinOnce: boolean;
   /** The spec's process.terminal must agree: conmon then takes the pty from runc. */
   tty: boolean;
+  /** Restore from a checkpoint instead: `runc restore --detach` leaves the container running. */
+  restore?: { imagePath: string; workPath: string };
 }
 
 export interface MonitorCreated {
@@ -93,8 +95,9 @@ export class MonitorError extends BerthError {
     readonly id: string,
     readonly reason: string,
     readonly timedOut = false,
+    verb: 'create' | 'restore' = 'create',
   ) {
-    super(`conmon: create container ${id}${timedOut ? ' timed out' : ''}: ${reason}`);
+    super(`conmon: ${verb} container ${id}${timedOut ? ' timed out' : ''}: ${reason}`);
   }
 }
 
@@ -275,6 +278,11 @@ export class Conmon {
     if (req.tty) args.push('--terminal');
     if (req.stdin) args.push('--stdin');
     if (req.stdin && !req.stdinOnce) args.push('--leave-stdin-open');
+    if (req.restore) {
+      // conmon runs `restore --detach --image-path <dir>` in place of `create`, these after it.
+      args.push('--restore', req.restore.imagePath);
+      for (const opt of ['--work-path', req.restore.workPath]) args.push('--runtime-opt', opt);
+    }
     return args;
   }
 

@@ -24,6 +24,7 @@ export type {
   HandlerFeatures,
   MonitoredContainer,
   ProcessVerbs,
+  RestoreRequest,
   RuntimeExecSyncOptions,
   RuntimeHandler,
 } from './runtime.js';

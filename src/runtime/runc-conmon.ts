@@ -10,11 +10,13 @@ import { checkpointWithRunc } from './checkpoint.js';
 import type { Conmon, MonitorCreateRequest, MonitorCreated } from './conmon.js';
 import { execStream, type ExecStreamIo } from './exec-stream.js';
 import { execSync, type ExecSyncResult } from './exec-sync.js';
+import { restoreUnderMonitor } from './restore.js';
 import type { ContainerState, Runc } from './runc.js';
 import type {
   CheckpointOptions,
   HandlerFeatures,
   MonitoredContainer,
+  RestoreRequest,
   RuntimeExecSyncOptions,
   RuntimeHandler,
 } from './runtime.js';
@@ -53,6 +55,10 @@ export class RuncConmonHandler implements RuntimeHandler {
 
   create(req: MonitorCreateRequest): Promise<MonitorCreated> {
     return this.conmon.create(req);
+  }
+
+  restore(req: RestoreRequest): Promise<MonitorCreated> {
+    return restoreUnderMonitor(this.conmon, req);
   }
 
   createUnmonitored(id: string, bundleDir: string): Promise<number> {

@@ -88,6 +88,14 @@ export interface ProcessVerbs {
   reopenLog(container: MonitoredContainer, logPath: string): Promise<void>;
 }
 
+/** A container to bring back from a checkpoint under a new monitor, as `create` does for a fresh one. */
+export interface RestoreRequest extends Omit<MonitorCreateRequest, 'restore'> {
+  /** criu's image dir, as `runc checkpoint --image-path` wrote it. */
+  imagePath: string;
+  /** criu's work dir (its restore.log): made by the restore and removed once it is done. */
+  workPath: string;
+}
+
 /** How a checkpoint is taken; the dirs are the caller's, made before and removed after. */
 export interface CheckpointOptions {
   /** Where criu writes its images. */
@@ -115,6 +123,13 @@ export interface CheckpointVerbs {
   pause(id: string): Promise<void>;
   /** Resumes a paused container; one that is not paused (or gone) counts as done. */
   resume(id: string): Promise<void>;
+  /**
+   * Restores the processes of a checkpoint into the container of a bundle (whose spec names the new
+   * pod's namespaces and cgroup) under a new monitor, which then holds its stdio, writes its log and
+   * records its exit, as for a started container: it is left running. Throws MonitorError with
+   * the runtime's words and the end of criu's restore.log, and leaves nothing behind.
+   */
+  restore(req: RestoreRequest): Promise<MonitorCreated>;
 }
 
 /** One configured handler: its name (the one kubelet asks for), what it can do, and the verbs. */

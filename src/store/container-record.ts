@@ -35,6 +35,8 @@ export interface ContainerRecord {
   resources_json: string | null;
   /** The shape resources_json was written in; NULL with it. */
   resources_version: number | null;
+  /** 0 or 1: created from a checkpoint, its start restores the process. */
+  restore: number;
 }
 
 /** Column list in declaration order, shared by every statement so SELECTs and INSERTs agree. */
@@ -63,6 +65,7 @@ export const CONTAINER_COLUMNS = [
   'spec_version',
   'resources_json',
   'resources_version',
+  'restore',
 ] as const satisfies readonly (keyof ContainerRecord)[];
 
 export const CONTAINER_TABLE: TableShape<ContainerRecord> = {
@@ -129,6 +132,7 @@ export const containerMapping: Mapping<ContainerRecord, Container> = {
     // Written whole, the spec holds the resources.
     resources_json: null,
     resources_version: null,
+    restore: container.restore ? 1 : 0,
   }),
   fromRecord: (record, specs) => ({
     id: record.id,
@@ -152,6 +156,7 @@ export const containerMapping: Mapping<ContainerRecord, Container> = {
     bundleDir: record.bundle_dir,
     cgroupsPath: record.cgroups_path,
     user: decodeUser(record.user_json, columnOf(record, 'user_json')),
+    restore: record.restore === 1,
   }),
 };
 

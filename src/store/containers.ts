@@ -45,6 +45,7 @@ const WRITES: Record<ContainerTransition, readonly ContainerColumn[]> = {
   markCreated: ['step'],
   createFailed: [...EXIT_COLUMNS, 'pid'],
   markRunning: ['started_at'],
+  markRestored: ['started_at', 'pid', 'monitor_pid'],
   startFailed: [...EXIT_COLUMNS, 'started_at'],
   markExited: [...EXIT_COLUMNS, 'pid'],
   updateResources: ['resources_json', 'resources_version'],
@@ -95,6 +96,7 @@ export class ContainerRepo {
       markCreated: change('markCreated'),
       createFailed: change('createFailed'),
       markRunning: change('markRunning'),
+      markRestored: change('markRestored'),
       startFailed: change('startFailed'),
       markExited: change('markExited'),
       updateResources: change('updateResources'),
@@ -170,6 +172,11 @@ export class ContainerRepo {
 
   markRunning(id: string, startedAt: string): Container {
     return this.advance(id, 'markRunning', { started_at: startedAt });
+  }
+
+  /** A restored container runs: its process and monitor came with the start (ContainerRepo's markRestored rule). */
+  markRestored(id: string, startedAt: string, process: ContainerProcess): Container {
+    return this.advance(id, 'markRestored', { started_at: startedAt, ...processColumns(process) });
   }
 
   /** The pid stays: the process runc created may outlive a failed start, until RemoveContainer deletes it. */

@@ -61,7 +61,11 @@ export async function buildLayer(
   entries: readonly LayerEntry[],
   compression: Compression = 'gzip',
 ): Promise<BuiltLayer> {
-  const tar = tarball(entries);
+  return layerFromTar(tarball(entries), compression);
+}
+
+/** A layer of a tar made elsewhere (a checkpoint archive, say), as buildLayer makes one. */
+export async function layerFromTar(tar: Buffer, compression: Compression = 'gzip'): Promise<BuiltLayer> {
   const bytes = await compress(tar, compression);
   const mediaType = {
     gzip: MEDIA_TYPES.ociLayerGzip,
@@ -288,6 +292,8 @@ export interface ImageSpec {
   platform?: Platform;
   /** Default 'oci'. */
   format?: ImageFormat;
+  /** The manifest's annotations (a checkpoint image's mark, say); none by default. */
+  annotations?: Record<string, string>;
 }
 
 export interface PushedImage {
@@ -379,6 +385,7 @@ export async function pushImage(
         digest: l.digest,
         size: l.bytes.length,
       })),
+      ...(spec.annotations && { annotations: spec.annotations }),
     }),
   );
   const manifestDigest = sha256(manifest);

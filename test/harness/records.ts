@@ -62,6 +62,7 @@ export function container(over: Partial<Container> = {}): Container {
     bundleDir: '/run/berth/containers/c0ffee01',
     cgroupsPath: '/kubepods/besteffort/poduid-1/c0ffee01',
     user: null,
+    restore: false,
     ...over,
   };
 }

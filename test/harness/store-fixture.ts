@@ -41,9 +41,11 @@ export function fixtureRecordsReadNow(): FixtureRecords {
     resources: null,
   }));
   // Container spec shapes 2 to 5: no container before them asked for a CDI device, had an idmapped
-  // or image volume (the fixture's have no mounts), or kept only the pod's groups.
+  // or image volume (the fixture's have no mounts), or kept only the pod's groups. Schema 6: none
+  // was made from a checkpoint.
   const containers = records.containers.map((c) => ({
     ...c,
+    restore: false,
     spec: {
       ...c.spec,
       cdiDevices: [],

@@ -53,6 +53,7 @@ const CONTAINER_ALLOWED: [ContainerTransition, ContainerState[]][] = [
   ['markCreated', ['CREATING']],
   ['createFailed', ['CREATING']],
   ['markRunning', ['CREATED']],
+  ['markRestored', ['CREATED']],
   ['startFailed', ['CREATED']],
   ['markExited', ['CREATED', 'RUNNING']],
   ['updateResources', ['CREATED', 'RUNNING']],

@@ -223,6 +223,10 @@ const CONTAINER_CALLS: [ContainerTransition, (repo: ContainerRepo, id: string) =
   ['markCreated', (repo, id) => repo.markCreated(id)],
   ['createFailed', (repo, id) => repo.createFailed(id, EXIT)],
   ['markRunning', (repo, id) => repo.markRunning(id, '1763793601000000001')],
+  [
+    'markRestored',
+    (repo, id) => repo.markRestored(id, '1763793601000000001', { pid: 4242, monitorPid: 4241 }),
+  ],
   ['startFailed', (repo, id) => repo.startFailed(id, '1763793601000000001', EXIT)],
   ['markExited', (repo, id) => repo.markExited(id, EXIT)],
   ['updateResources', (repo, id) => repo.updateResources(id, RESOURCES)],
@@ -302,6 +306,18 @@ describe('ContainerRepo', () => {
       assert.deepEqual(transition(), expected);
       assert.deepEqual(repo.get(id), expected);
     }
+  });
+
+  it('keeps that a container is to be restored, and records its restore with its processes', () => {
+    repo.insert(container({ state: 'CREATED', restore: true }));
+    assert.equal(repo.get('c0ffee01')?.restore, true);
+    assert.deepEqual(repo.markRestored('c0ffee01', '1763793601000000001', { pid: 4242, monitorPid: 4241 }), {
+      ...container({ restore: true }),
+      state: 'RUNNING',
+      startedAt: '1763793601000000001',
+      pid: 4242,
+      monitorPid: 4241,
+    });
   });
 
   it('records a failed create without its process, and a failed start with it', () => {
