@@ -26,20 +26,9 @@ import { rootfsLayers } from '../imagestore/rootfs.js';
 import type { Container } from '../model/container.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import type { RuntimeHandler } from '../runtime/index.js';
-import {
-  CHECKPOINT_DIR,
-  CONFIG_DUMP,
-  CONTAINER_LOG,
-  DELETED_FILES,
-  DUMP_LOG,
-  ROOTFS_DIFF_TAR,
-  SPEC_DUMP,
-  stagingPaths,
-  writeArchive,
-  writeJson,
-  writeRootfsDiffTar,
-  type ConfigDump,
-} from './archive.js';
+import { ARCHIVE_FILES, type ConfigDump } from '../model/checkpoint-archive.js';
+import { DUMP_LOG } from '../runtime/index.js';
+import { stagingPaths, writeArchive, writeJson, writeRootfsDiffTar } from './archive.js';
 import { checkpointsDir, JOURNAL, type CheckpointJournal } from './journal.js';
 import { readRootfsDiff } from './rootfs-diff.js';
 
@@ -156,23 +145,33 @@ export class ContainerCheckpoint {
       await writeRootfsDiffTar(
         layers.upper,
         diff.changed,
-        join(paths.contents, ROOTFS_DIFF_TAR),
+        join(paths.contents, ARCHIVE_FILES.rootfsDiff),
         paths.diffList,
         remaining(),
       );
       // Still frozen: the files match the memory. What is left reads berth's own files.
       await runtime.resume(container.id);
       paused = false;
-      const names = [CONFIG_DUMP, SPEC_DUMP, CHECKPOINT_DIR, ROOTFS_DIFF_TAR, DELETED_FILES, DUMP_LOG];
+      const names: string[] = [
+        ARCHIVE_FILES.config,
+        ARCHIVE_FILES.spec,
+        ARCHIVE_FILES.checkpoint,
+        ARCHIVE_FILES.rootfsDiff,
+        ARCHIVE_FILES.deleted,
+        ARCHIVE_FILES.dumpLog,
+      ];
       await Promise.all([
-        writeJson(join(paths.contents, DELETED_FILES), diff.deleted),
-        writeJson(join(paths.contents, CONFIG_DUMP), this.configDump(container, runtime, checkpointedTime)),
-        copyFile(join(container.bundleDir, 'config.json'), join(paths.contents, SPEC_DUMP)),
-        copyFile(join(paths.work, DUMP_LOG), join(paths.contents, DUMP_LOG)),
+        writeJson(join(paths.contents, ARCHIVE_FILES.deleted), diff.deleted),
+        writeJson(
+          join(paths.contents, ARCHIVE_FILES.config),
+          this.configDump(container, runtime, checkpointedTime),
+        ),
+        copyFile(join(container.bundleDir, 'config.json'), join(paths.contents, ARCHIVE_FILES.spec)),
+        copyFile(join(paths.work, DUMP_LOG), join(paths.contents, ARCHIVE_FILES.dumpLog)),
         container.logPath === ''
           ? undefined
-          : copyFile(container.logPath, join(paths.contents, CONTAINER_LOG)).then(
-              () => names.push(CONTAINER_LOG),
+          : copyFile(container.logPath, join(paths.contents, ARCHIVE_FILES.containerLog)).then(
+              () => names.push(ARCHIVE_FILES.containerLog),
               // A log kubelet rotated away or never made is no reason to fail the checkpoint.
               () => undefined,
             ),

@@ -1,15 +1,14 @@
 /**
- * A checkpoint archive, as CheckpointContainer writes it (CRI-O's layout, which kubelet's tooling
- * reads): an uncompressed tar with, at its root, config.dump (which container, made from which
- * image), spec.dump (its OCI spec), checkpoint/ (criu's image dir), rootfs-diff.tar (what its
- * writable layer added or changed) and deleted.files (what it deleted from the image). The archive
- * comes from outside berth, so it is read as untrusted input: checked whole before anything is
- * made from it, and unpacked only with the layer unpacker's guards.
+ * Reading a checkpoint archive, as CheckpointContainer writes it (CRI-O's layout, which kubelet's
+ * tooling reads: model/checkpoint-archive.ts). The archive comes from outside berth, so it is read
+ * as untrusted input: checked whole before anything is made from it, and unpacked only with the
+ * layer unpacker's guards.
  */
 import { createReadStream } from 'node:fs';
 import { cp, lstat, mkdir, readFile, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { InvalidArgumentError, errorMessage } from '../errors.js';
+import { ARCHIVE_FILES } from '../model/checkpoint-archive.js';
 import type { Spec } from '../oci/spec.js';
 import { isObject, isStringArray } from '../store/columns.js';
 import { entryComponents } from '../unpack/safety.js';
@@ -19,14 +18,6 @@ import { PRIVATE_DIR } from '../file-modes.js';
 
 /** The request field that named the archive: every complaint about it names that field. */
 export const ARCHIVE_FIELD = 'config.image.image';
-
-export const ARCHIVE_FILES = {
-  config: 'config.dump',
-  spec: 'spec.dump',
-  checkpoint: 'checkpoint',
-  rootfsDiff: 'rootfs-diff.tar',
-  deleted: 'deleted.files',
-} as const;
 
 /** Each JSON member is read into memory: a spec or config of more is no honest one. */
 const MAX_JSON_BYTES = 4 * 1024 * 1024;

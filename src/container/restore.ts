@@ -18,9 +18,9 @@ import {
   checkArchiveDir,
   ARCHIVE_FIELD,
   unpackArchive,
-  ARCHIVE_FILES,
   type CheckedArchive,
 } from './checkpoint-archive.js';
+import { ARCHIVE_FILES } from '../model/checkpoint-archive.js';
 import type { ContainerServiceDeps } from './context.js';
 
 /** A bound for a hang in reading or unpacking an archive, which may hold gigabytes of memory pages. */

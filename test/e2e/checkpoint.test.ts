@@ -30,6 +30,7 @@ import {
   startContainer,
   type Pod,
 } from '../harness/pods.js';
+import { checkpointContainer } from '../harness/checkpoint-archive.js';
 import { registrySkip } from '../harness/skip.js';
 import { waitFor } from '../harness/wait.js';
 
@@ -79,10 +80,6 @@ async function runcStatus(d: TestDaemon, id: string): Promise<string> {
   return (JSON.parse(stdout) as { status: string }).status;
 }
 
-function checkpoint(d: TestDaemon, id: string, location: string, timeout = 120): Promise<unknown> {
-  return d.cri.call('CheckpointContainer', { container_id: id, location, timeout });
-}
-
 async function tarList(path: string): Promise<string[]> {
   const { stdout } = await run('tar', ['--list', '--file', path], { timeoutMs: EXEC_TIMEOUT_MS });
   return stdout.split('\n').filter((line) => line !== '');
@@ -108,7 +105,7 @@ describe('CheckpointContainer with a working criu', { skip: criuSkip, timeout: S
     const id = await counter(d, pod, 'counter', image());
     const info = await containerInfo(d.cri, id);
     const location = join(out, 'counter.tar');
-    await checkpoint(d, id, location);
+    await checkpointContainer(d, id, location);
 
     assert.deepEqual(await namesIn(out), ['counter.tar'], 'a temp file was left next to the archive');
     assert.equal((await stat(location)).mode & 0o777, 0o600, "the archive is not root's alone");
@@ -155,10 +152,10 @@ describe('CheckpointContainer with a working criu', { skip: criuSkip, timeout: S
   test('errors name what is wrong, and leave no archive behind', async () => {
     const d = daemon();
     const id = await counter(d, pod, 'errors', image());
-    await rejectsWith(checkpoint(d, 'f'.repeat(64), join(out, 'unknown.tar')), status.NOT_FOUND);
-    await rejectsWith(checkpoint(d, id, 'relative.tar'), status.INVALID_ARGUMENT, /location/);
+    await rejectsWith(checkpointContainer(d, 'f'.repeat(64), join(out, 'unknown.tar')), status.NOT_FOUND);
+    await rejectsWith(checkpointContainer(d, id, 'relative.tar'), status.INVALID_ARGUMENT, /location/);
     await rejectsWith(
-      checkpoint(d, id, join(out, 'no-such-dir', 'x.tar')),
+      checkpointContainer(d, id, join(out, 'no-such-dir', 'x.tar')),
       status.INVALID_ARGUMENT,
       /location/,
     );
@@ -167,13 +164,21 @@ describe('CheckpointContainer with a working criu', { skip: criuSkip, timeout: S
     await run('mount', ['--bind', readOnly, readOnly], { timeoutMs: EXEC_TIMEOUT_MS });
     try {
       await run('mount', ['-o', 'remount,bind,ro', readOnly], { timeoutMs: EXEC_TIMEOUT_MS });
-      await rejectsWith(checkpoint(d, id, join(readOnly, 'x.tar')), status.INVALID_ARGUMENT, /not writable/);
+      await rejectsWith(
+        checkpointContainer(d, id, join(readOnly, 'x.tar')),
+        status.INVALID_ARGUMENT,
+        /not writable/,
+      );
       assert.deepEqual(await namesIn(readOnly), []);
     } finally {
       await run('umount', [readOnly], { timeoutMs: EXEC_TIMEOUT_MS });
     }
     await d.cri.call('StopContainer', { container_id: id, timeout: 0 });
-    await rejectsWith(checkpoint(d, id, join(out, 'stopped.tar')), status.FAILED_PRECONDITION, /exited/);
+    await rejectsWith(
+      checkpointContainer(d, id, join(out, 'stopped.tar')),
+      status.FAILED_PRECONDITION,
+      /exited/,
+    );
     assert.equal(await exists(join(out, 'stopped.tar')), false);
     assert.equal(await exists(join(out, 'unknown.tar')), false);
     assert.deepEqual(await namesIn(join(d.rootDir, 'checkpoints')), []);
@@ -191,7 +196,7 @@ describe('CheckpointContainer with a working criu', { skip: criuSkip, timeout: S
     await d.kill9();
     await startAndLog(d, { [PAUSE_BEFORE_STEP_ENV]: DUMP_STEP });
     phase('restarted with the pause');
-    const pending = checkpoint(d, id, join(dir, 'killed.tar')).catch((err: unknown) => err);
+    const pending = checkpointContainer(d, id, join(dir, 'killed.tar')).catch((err: unknown) => err);
     const marker = await d.pausedBefore(DUMP_STEP);
     phase('paused before the dump');
     assert.equal(await runcStatus(d, id), 'paused');
@@ -240,7 +245,7 @@ describe(
       const id = await counter(d, pod, 'counter', image());
       const out = await mkdtemp(join(tmpdir(), 'berth-no-checkpoint-'));
       try {
-        const err = await rejectsWith(checkpoint(d, id, join(out, 'x.tar')), status.UNKNOWN);
+        const err = await rejectsWith(checkpointContainer(d, id, join(out, 'x.tar')), status.UNKNOWN);
         assert.match(
           err.details,
           /cannot checkpoint container [0-9a-f]{64}: criu (is not installed|\S+ cannot)/,

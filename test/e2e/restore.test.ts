@@ -16,7 +16,7 @@ import { after, before, describe, test, type TestContext } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { run } from '../../src/exec.js';
 import { CHECKPOINT_IMAGE_ANNOTATION } from '../../src/container/restore.js';
-import { makeCheckpointArchive } from '../harness/checkpoint-archive.js';
+import { checkpointContainer } from '../harness/checkpoint-archive.js';
 import { podConfig, useDaemon, type TestDaemon } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
 import { layerFromTar, pushImage, tarball, useBusyboxImage, type LayerEntry } from '../harness/images.js';
@@ -240,7 +240,7 @@ describe(
         );
         await waitFor(async () => (await count(d, original)) >= COUNT_BEFORE, 30_000);
         counterArchive = join(workDir, 'counter.tar');
-        await makeCheckpointArchive(d, original, counterArchive);
+        await checkpointContainer(d, original, counterArchive);
         const atCheckpoint = await count(d, original);
         // The original goes first: what counts on afterwards can only be the restored process.
         await stopAndRemovePod(d.cri, first.id);
@@ -286,7 +286,7 @@ describe(
         const firstIp = await podIp(d, first);
         await waitFor(async () => (await fetchGreeting(firstIp).catch(() => '')) === 'hello', 20_000);
         const archive = join(workDir, 'server.tar');
-        await makeCheckpointArchive(d, original, archive);
+        await checkpointContainer(d, original, archive);
         await stopAndRemovePod(d.cri, first.id);
 
         const second = await podFor(t, d, 'listen-b');
