@@ -5,6 +5,7 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
+import { FailedPreconditionError } from '../errors.js';
 import { ensureCgroup } from './hierarchy.js';
 import type { CgroupHost } from './probe.js';
 
@@ -111,7 +112,12 @@ export async function writeLimitFiles(host: CgroupHost, rel: string, files: Limi
   for (const { controller, file, value } of files) {
     const mountPoint = controller === '' ? host.root : hierarchyOf(host, controller);
     await writeFile(join(mountPoint, rel, file), value).catch((err: NodeJS.ErrnoException) => {
-      throw new Error(`setting the pod cgroup's ${file} to ${value}: ${err.message}`);
+      // A well-formed value the kernel will not take here (CPUs the node lacks, a cpuset its
+      // containers' cpusets are not inside of, a limit below what is in use): the node's state
+      // decides, so the caller hears that, with the kernel's word for it.
+      throw new FailedPreconditionError(
+        `the kernel refused the pod cgroup's ${file} = ${value}: ${err.code ?? err.message}`,
+      );
     });
   }
 }

@@ -10,9 +10,10 @@
  * the container and the temp file, for start-up repair (repair.ts) after a kill mid-way.
  */
 import { randomBytes } from 'node:crypto';
-import { access, chmod, constants, copyFile, mkdtemp, rename, rm, stat } from 'node:fs/promises';
+import { access, chmod, constants, copyFile, lstat, mkdtemp, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import {
+  AlreadyExistsError,
   BerthError,
   DeadlineExceededError,
   FailedPreconditionError,
@@ -36,11 +37,12 @@ import { readRootfsDiff } from './rootfs-diff.js';
 export const DEFAULT_CHECKPOINT_TIMEOUT_S = 300;
 
 /**
- * criu cannot work on this node. Not FailedPrecondition: containerd answers an unusable criu with
- * an untyped error, UNKNOWN on the wire, and kubelet makes every CheckpointContainer failure a 500
- * with the message; the message is what tells the operator what is missing.
+ * criu cannot work on this node: the node's state, not the request, so FAILED_PRECONDITION with
+ * criu's own words. (containerd answers it untyped, UNKNOWN on the wire; kubelet makes every
+ * CheckpointContainer failure a 500 with the message either way, and a typed status is what every
+ * other refusal of berth's is.)
  */
-export class CheckpointUnavailableError extends BerthError {
+export class CheckpointUnavailableError extends FailedPreconditionError {
   override name = 'CheckpointUnavailableError';
 }
 
@@ -67,9 +69,10 @@ export class ContainerCheckpoint {
             `container ${container.id} is ${stateWord(container)}, not running: only a running container can be checkpointed`,
           );
         }
+        // The request's own mistakes first, then what the node cannot do.
+        await writableDir(req.location);
         const runtime = runtimeOf(this.ctx.deps, container);
         if (!runtime.features.checkpointRestore) throw this.unavailable(container, runtime);
-        await writableDir(req.location);
         const remaining = (): number => {
           const left = deadline - Date.now();
           if (left <= 0)
@@ -219,6 +222,10 @@ async function writableDir(location: string): Promise<void> {
   } catch {
     throw new InvalidArgumentError('location', `its directory ${dir} is not writable`);
   }
-  const target = await stat(location).catch(() => null);
+  // kubelet names a new file for each checkpoint; a path that is taken (a directory, or a node's
+  // file like /etc/passwd) is never replaced by an archive.
+  const target = await lstat(location).catch(() => null);
   if (target?.isDirectory()) throw new InvalidArgumentError('location', `${location} is a directory`);
+  if (target)
+    throw new AlreadyExistsError(`location: ${location} exists, and a checkpoint never replaces a file`);
 }

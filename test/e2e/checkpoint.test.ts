@@ -9,7 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -239,18 +239,26 @@ describe(
       assert.equal(shown.runtimeHandlers.runc?.checkpointRestore, false);
     });
 
-    test('CheckpointContainer fails with UNKNOWN, saying what is wrong with criu', async () => {
+    test('CheckpointContainer fails with FAILED_PRECONDITION, saying what is wrong with criu', async () => {
       const d = daemon();
       const pod = await runPod(d.cri, d.pod('no-criu'));
       const id = await counter(d, pod, 'counter', image());
       const out = await mkdtemp(join(tmpdir(), 'berth-no-checkpoint-'));
       try {
-        const err = await rejectsWith(checkpointContainer(d, id, join(out, 'x.tar')), status.UNKNOWN);
+        const err = await rejectsWith(
+          checkpointContainer(d, id, join(out, 'x.tar')),
+          status.FAILED_PRECONDITION,
+        );
         assert.match(
           err.details,
           /cannot checkpoint container [0-9a-f]{64}: criu (is not installed|\S+ cannot)/,
         );
         assert.deepEqual(await namesIn(out), []);
+        // A path that is taken is refused before criu is asked: no archive replaces a file.
+        const taken = join(out, 'taken');
+        await writeFile(taken, "the node's own file\n");
+        await rejectsWith(checkpointContainer(d, id, taken), status.ALREADY_EXISTS, /taken exists/);
+        assert.equal(await readFile(taken, 'utf8'), "the node's own file\n");
         assert.equal(await runcStatus(d, id), 'running');
       } finally {
         await rm(out, { recursive: true, force: true });
