@@ -6,13 +6,13 @@
 import type {
   ContainerConfigInput,
   ContainerSecurityInput,
-  ResourceLimits,
   SecurityProfile,
 } from '../oci/container-input.js';
 import type { BindMount } from '../oci/mounts.js';
 import type { ResolvedUser, UserRequest } from '../oci/user.js';
 import type { IdMappings } from '../oci/userns.js';
 import { INITIAL_CONTAINER_STATE, type ContainerState } from './container-lifecycle.js';
+import type { ContainerResources } from './resources.js';
 import type { NamespaceOptions, PodUserNamespaceSpec } from './sandbox.js';
 
 export interface ContainerMetadata {
@@ -47,11 +47,7 @@ export interface DeviceMapping {
   permissions: string;
 }
 
-/** Zero means "not set" for every number, as in CRI's LinuxContainerResources. */
-export interface ContainerResources extends ResourceLimits {
-  /** Before clamping to what this host allows. */
-  oomScoreAdj: number;
-}
+export type { ContainerResources };
 
 /** CRI has one NamespaceOption message for pods and containers. */
 export type ContainerNamespaces = NamespaceOptions;

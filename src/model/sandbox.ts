@@ -4,7 +4,7 @@
  * CreateContainer calls (and restarts) see exactly what the pod was started with.
  */
 import type { CniAttachment, CniNetworkList, CniResult } from '../cni/index.js';
-import type { ContainerResources } from './container.js';
+import type { ContainerResources } from './resources.js';
 import type { IdMapping } from '../oci/userns.js';
 import type { NamespaceModes } from '../oci/container-input.js';
 import { INITIAL_SANDBOX_STATES, type NetworkState, type SandboxState } from './sandbox-lifecycle.js';
