@@ -10,7 +10,7 @@
  * the container and the temp file, for start-up repair (repair.ts) after a kill mid-way.
  */
 import { randomBytes } from 'node:crypto';
-import { access, chmod, constants, copyFile, lstat, mkdtemp, rename, rm, stat } from 'node:fs/promises';
+import { access, constants, copyFile, lstat, mkdtemp, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import {
   AlreadyExistsError,
@@ -179,9 +179,10 @@ export class ContainerCheckpoint {
               () => undefined,
             ),
       ]);
+      // The processes' memory is in there, secrets and keys too: root's alone, as kubelet asks,
+      // from its first byte (tar keeps the mode of a file that exists).
+      await writeFile(tempArchive, '', { mode: PRIVATE_FILE, flag: 'wx' });
       await writeArchive(paths.contents, names, tempArchive, remaining());
-      // The processes' memory is in there, secrets and keys too: root's alone, as kubelet asks.
-      await chmod(tempArchive, PRIVATE_FILE);
       remaining();
       await rename(tempArchive, location);
       log.info({ location }, 'checkpointed container');
