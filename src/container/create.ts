@@ -44,6 +44,12 @@ export class ContainerCreation {
     // A checkpoint (an archive, or an image holding one): the container is made from the
     // checkpointed one's image, files and spec, and its start restores its processes.
     const checkpoint = await findCheckpoint(this.deps, requested.image);
+    if (checkpoint && sandbox.spec.userNamespace !== null) {
+      // The archive's files and processes hold the ids they had; nothing here maps them yet.
+      throw new FailedPreconditionError(
+        `checkpoint ${requested.image}: restoring into a pod of its own user namespace is not supported`,
+      );
+    }
     const image = checkpoint?.image ?? images.resolve(requested.image)?.record;
     if (!image) throw new NotFoundError('image', requested.image);
     const { spec, volumes } = findImageVolumes(requested, images);

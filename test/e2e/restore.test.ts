@@ -30,6 +30,7 @@ import {
   runPod,
   startContainer,
   stopAndRemovePod,
+  usernsNamespaceOptions,
   waitContainerState,
   type Pod,
 } from '../harness/pods.js';
@@ -212,6 +213,30 @@ describe(
           'criu work dir left',
         );
         await d.cri.call('RemoveContainer', { container_id: id });
+      });
+
+      test('into a pod of its own user namespace: FAILED_PRECONDITION, nothing left behind', async (t) => {
+        const d = daemon();
+        const options = usernsNamespaceOptions(65536 * 47);
+        const pod = await runPod(
+          d.cri,
+          podConfig('restore-userns', { linux: { security_context: { namespace_options: options } } }),
+        );
+        t.after(() => stopAndRemovePod(d.cri, pod.id).catch(() => {}));
+        const path = join(workDir, 'userns.tar');
+        await writeFile(path, archiveOf(imageRef()));
+        await rejectsWith(
+          createContainer(
+            d.cri,
+            pod,
+            containerConfig('restored', path, {
+              linux: { security_context: { namespace_options: options } },
+            }),
+          ),
+          status.FAILED_PRECONDITION,
+          /own user namespace is not supported/,
+        );
+        await assertNothingLeft(d);
       });
 
       test('a path that is no file: INVALID_ARGUMENT naming the field', async () => {
