@@ -116,10 +116,17 @@ export function hugepageSize(field: string, value: string): string {
   return value;
 }
 
-/** A cgroup v2 interface file name ("memory.max", "hugetlb.2MB.max"): nothing that walks a path. */
+/**
+ * A cgroup v2 controller's interface file name ("memory.max", "hugetlb.2MB.max"): nothing that
+ * walks a path, and none of the core `cgroup.*` files, which move processes (cgroup.procs would
+ * take any host pid into the cgroup), kill, freeze or change the tree: those are the runtime's.
+ */
 export function unifiedKey(field: string, value: string): string {
   if (!/^[a-z][a-z0-9_]*(\.[A-Za-z0-9_]+)+$/.test(value)) {
     throw new InvalidArgumentError(field, `"${value}" is not a cgroup v2 file name`);
+  }
+  if (value.startsWith('cgroup.')) {
+    throw new InvalidArgumentError(field, `"${value}" is a core cgroup file, which the runtime alone writes`);
   }
   return value;
 }

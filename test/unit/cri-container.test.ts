@@ -668,6 +668,7 @@ describe('invalid CreateContainer requests name the field', () => {
       withResources({ hugepage_limits: [{ page_size: '../2MB', limit: '1' }] }),
     ],
     [`${R}.unified["../memory.max"]`, withResources({ unified: { '../memory.max': '1' } })],
+    [`${R}.unified["cgroup.procs"]`, withResources({ unified: { 'cgroup.procs': '1' } })],
     [`${SC}.run_as_group`, withSecurity({ run_as_user: null })],
     [`${SC}.run_as_username`, withSecurity({ run_as_username: 'alice' })],
     [`${SC}.run_as_username`, withSecurity({ run_as_user: null, run_as_username: 'a:b' })],
