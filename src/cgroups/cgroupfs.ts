@@ -1,7 +1,13 @@
 /** The cgroupfs driver: runc makes each cgroup as a directory at the same path in every hierarchy. */
 import { InvalidArgumentError } from '../errors.js';
 import { CgroupManager, checkedRelative } from './manager.js';
-import { limitFiles, makePodCgroup, writeLimitFiles, type PodCgroupLimits } from './pod-cgroup.js';
+import {
+  limitFiles,
+  makePodCgroup,
+  setsNothing,
+  writeLimitFiles,
+  type PodCgroupLimits,
+} from './pod-cgroup.js';
 
 /**
  * Where the cgroups of pods without a cgroup parent go (their containers directly, for pods from
@@ -36,6 +42,7 @@ export class CgroupfsManager extends CgroupManager {
   async createPodCgroup(parent: string, limits: PodCgroupLimits): Promise<void> {
     const rel = this.podPath(parent);
     await makePodCgroup(this.host, rel);
+    if (setsNothing(limits)) return;
     await writeLimitFiles(this.host, rel, limitFiles(this.host, limits));
   }
 

@@ -46,6 +46,22 @@ export function sharesToWeight(shares: number): number {
   return shares === 0 ? DEFAULT_WEIGHT : 1 + Math.floor(((shares - 2) * 9999) / 262142);
 }
 
+/**
+ * Whether `limits` set nothing: what a new cgroup's files hold already, so that a pod that asks
+ * for nothing (most of them) costs no writes.
+ */
+export function setsNothing(limits: PodCgroupLimits): boolean {
+  return (
+    limits.memoryBytes === 0 &&
+    limits.cpuQuota === 0 &&
+    limits.cpuShares === 0 &&
+    limits.cpuPeriod === DEFAULT_CPU_PERIOD &&
+    limits.cpusetCpus === '' &&
+    limits.cpusetMems === '' &&
+    Object.keys(limits.unified).length === 0
+  );
+}
+
 /** The files `limits` are on this host's version, in the order they are written. */
 export function limitFiles(host: Pick<CgroupHost, 'version'>, limits: PodCgroupLimits): LimitFile[] {
   if (host.version === 'v2') {

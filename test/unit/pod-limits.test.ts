@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { cgroupManager } from '../../src/cgroups/index.js';
-import { limitFiles, sharesToWeight } from '../../src/cgroups/pod-cgroup.js';
+import { limitFiles, setsNothing, sharesToWeight } from '../../src/cgroups/pod-cgroup.js';
 import type { CgroupHost } from '../../src/cgroups/probe.js';
 import { sliceProperties } from '../../src/cgroups/systemd.js';
 import { emptyResources } from '../../src/cri/container-spec.js';
@@ -27,6 +27,16 @@ const host = (version: CgroupHost['version']): CgroupHost => ({
 });
 
 describe('podLimits', () => {
+  test('a pod that asks for nothing sets nothing, and its new cgroup is written no file', () => {
+    assert.equal(setsNothing(podLimits(null)), true);
+    assert.equal(setsNothing(podLimits({ resources: emptyResources(), overhead: null })), true);
+    assert.equal(
+      setsNothing(podLimits({ resources: limits({ memoryLimitBytes: 64 * MiB }), overhead: null })),
+      false,
+    );
+    assert.equal(setsNothing(podLimits({ resources: limits({ cpusetCpus: '0' }), overhead: null })), false);
+  });
+
   test('adds the overhead to each limit the resources set, over the resources period', () => {
     const got = podLimits({
       resources: limits({
