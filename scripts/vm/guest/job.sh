@@ -2,7 +2,9 @@
 # The job's side in the VM, copied into the job dir by scripts/vm/run.sh: mounts the checkout and
 # the dirs it reaches out of itself (job/shares: "<tag> <guest path>" lines), runs the job's run.sh
 # as root in the checkout, and leaves its exit code in job/exit; the host reads job/output.log.
+# job/started, written first, tells the host the boot got this far: a run is repeated only before.
 set -u
+: >/mnt/job/started
 fail() {
   echo "berth-vm-job: $*" >>/mnt/job/output.log
   echo 125 >/mnt/job/exit
