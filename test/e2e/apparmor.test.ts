@@ -29,8 +29,9 @@ import {
   type Pod,
 } from '../harness/pods.js';
 import { appArmorEnabled, registrySkip } from '../harness/skip.js';
+import { BOUND_SCALE } from '../harness/bounds.js';
 
-const SUITE_TIMEOUT_MS = 600_000;
+const SUITE_TIMEOUT_MS = 600_000 * BOUND_SCALE;
 const LOADED = '/sys/kernel/security/apparmor/profiles';
 const onSkip =
   registrySkip ||

@@ -32,8 +32,9 @@ import {
   startContainer,
   stopAndRemovePod,
 } from '../harness/pods.js';
+import { BOUND_SCALE } from '../harness/bounds.js';
 
-const SUITE_TIMEOUT_MS = 240_000;
+const SUITE_TIMEOUT_MS = 240_000 * BOUND_SCALE;
 
 for (const { driver, skip } of DRIVERS) {
   describe(`cgroup nesting, ${driver} driver`, { skip, timeout: SUITE_TIMEOUT_MS }, () => {

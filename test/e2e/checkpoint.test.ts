@@ -33,8 +33,9 @@ import {
 import { checkpointContainer } from '../harness/checkpoint-archive.js';
 import { registrySkip } from '../harness/skip.js';
 import { waitFor } from '../harness/wait.js';
+import { BOUND_SCALE } from '../harness/bounds.js';
 
-const SUITE_TIMEOUT_MS = 600_000;
+const SUITE_TIMEOUT_MS = 600_000 * BOUND_SCALE;
 const EXEC_TIMEOUT_MS = 60_000;
 /** The step CheckpointContainer pauses before when asked: the container is frozen for its dump then. */
 const DUMP_STEP = 'checkpoint-dump';

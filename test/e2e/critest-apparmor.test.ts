@@ -20,9 +20,10 @@ import {
 import { TestDaemon } from '../harness/daemon.js';
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
 import { appArmorEnabled, registrySkip } from '../harness/skip.js';
+import { BOUND_SCALE } from '../harness/bounds.js';
 
 /** A hang bound; the specs take about a minute and a half in the emulated VM. */
-const CRITEST_TIMEOUT_MS = 600_000;
+const CRITEST_TIMEOUT_MS = 600_000 * BOUND_SCALE;
 /** critest 1.34's AppArmor specs: runtime/default, unconfined, a Localhost profile that denies, and more. */
 const APPARMOR_SPECS = 9;
 

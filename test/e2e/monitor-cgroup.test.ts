@@ -28,8 +28,9 @@ import {
 } from '../harness/pods.js';
 import { registrySkip as skip } from '../harness/skip.js';
 import { waitFor } from '../harness/wait.js';
+import { BOUND_SCALE } from '../harness/bounds.js';
 
-const SUITE_TIMEOUT_MS = 180_000;
+const SUITE_TIMEOUT_MS = 180_000 * BOUND_SCALE;
 const MONITORS_CGROUP = 'berth-monitors';
 const DAEMON_CGROUP = `berth-test-monitors-${randomBytes(4).toString('hex')}`;
 /** Writes a numbered line every 100 ms. */

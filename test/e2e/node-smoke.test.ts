@@ -26,6 +26,7 @@ import {
 import { startRegistry, type TestRegistry } from '../harness/registry.js';
 import { registrySkip } from '../harness/skip.js';
 import { waitFor } from '../harness/wait.js';
+import { BOUND_SCALE } from '../harness/bounds.js';
 
 const CGROUP_ROOT = '/sys/fs/cgroup';
 /** runc's --systemd-cgroup asks systemd for the scopes, so only a host running systemd has it. */
@@ -41,79 +42,83 @@ function kubeletParent(driver: CgroupDriver, uid: string): string {
 
 for (const driver of ['cgroupfs', 'systemd'] as const) {
   const skip = registrySkip || (driver === 'systemd' && !SYSTEMD && 'this host does not run systemd');
-  describe(`a pod's life on this node (cgroup driver ${driver})`, { skip, timeout: 600_000 }, () => {
-    let registry: TestRegistry;
-    let daemon: TestDaemon;
-    let image: string;
+  describe(
+    `a pod's life on this node (cgroup driver ${driver})`,
+    { skip, timeout: 600_000 * BOUND_SCALE },
+    () => {
+      let registry: TestRegistry;
+      let daemon: TestDaemon;
+      let image: string;
 
-    before(async () => {
-      registry = await startRegistry();
-      image = await pushBusyboxSleeper(registry, 'berth/smoke');
-      daemon = await TestDaemon.create({ cni: 'bridge', extraArgs: ['--cgroup-driver', driver] });
-      await daemon.cri.callImage('PullImage', { image: { image } });
-    });
+      before(async () => {
+        registry = await startRegistry();
+        image = await pushBusyboxSleeper(registry, 'berth/smoke');
+        daemon = await TestDaemon.create({ cni: 'bridge', extraArgs: ['--cgroup-driver', driver] });
+        await daemon.cri.callImage('PullImage', { image: { image } });
+      });
 
-    after(async () => {
-      await daemon?.destroy();
-      await registry?.stop();
-      await removeCgroupTree(driver === 'systemd' ? 'kubepods.slice' : 'berth-smoke-kubepods');
-    });
+      after(async () => {
+        await daemon?.destroy();
+        await registry?.stop();
+        await removeCgroupTree(driver === 'systemd' ? 'kubepods.slice' : 'berth-smoke-kubepods');
+      });
 
-    it('runs, execs, logs, stops and removes, leaving nothing behind', async () => {
-      const uid = `smoke-${driver}-0001`;
-      const parent = kubeletParent(driver, uid);
-      const pod = await runPod(
-        daemon.cri,
-        daemon.pod(`smoke-${driver}`, {
-          metadata: { name: `smoke-${driver}`, namespace: 'berth-test', uid, attempt: 0 },
-          linux: {
-            cgroup_parent: parent,
-            security_context: { namespace_options: { network: 'POD', pid: 'CONTAINER', ipc: 'POD' } },
-          },
-        }),
-      );
-      const id = await createContainer(
-        daemon.cri,
-        pod,
-        containerConfig('main', image, { command: ['/bin/sh', '-c', 'echo started; exec sleep 1000'] }),
-      );
-      await daemon.cri.call('StartContainer', { container_id: id });
-      await waitContainerState(daemon.cri, id, 'CONTAINER_RUNNING');
+      it('runs, execs, logs, stops and removes, leaving nothing behind', async () => {
+        const uid = `smoke-${driver}-0001`;
+        const parent = kubeletParent(driver, uid);
+        const pod = await runPod(
+          daemon.cri,
+          daemon.pod(`smoke-${driver}`, {
+            metadata: { name: `smoke-${driver}`, namespace: 'berth-test', uid, attempt: 0 },
+            linux: {
+              cgroup_parent: parent,
+              security_context: { namespace_options: { network: 'POD', pid: 'CONTAINER', ipc: 'POD' } },
+            },
+          }),
+        );
+        const id = await createContainer(
+          daemon.cri,
+          pod,
+          containerConfig('main', image, { command: ['/bin/sh', '-c', 'echo started; exec sleep 1000'] }),
+        );
+        await daemon.cri.call('StartContainer', { container_id: id });
+        await waitContainerState(daemon.cri, id, 'CONTAINER_RUNNING');
 
-      const info = await containerInfo(daemon.cri, id);
-      const cgroups = await hostCgroups(driver);
-      const podDir = join(CGROUP_ROOT, cgroups.podPath(parent));
-      const placed = (await readFile(`/proc/${info.pid}/cgroup`, 'utf8')).trim();
-      assert.ok(
-        placed.includes(cgroups.podPath(parent)),
-        `the container's cgroup is inside its pod's: ${placed}`,
-      );
+        const info = await containerInfo(daemon.cri, id);
+        const cgroups = await hostCgroups(driver);
+        const podDir = join(CGROUP_ROOT, cgroups.podPath(parent));
+        const placed = (await readFile(`/proc/${info.pid}/cgroup`, 'utf8')).trim();
+        assert.ok(
+          placed.includes(cgroups.podPath(parent)),
+          `the container's cgroup is inside its pod's: ${placed}`,
+        );
 
-      assert.equal(
-        (await execText(daemon.cri, id, ['cat', '/proc/1/cmdline'])).replaceAll('\0', ' ').trim(),
-        'sleep 1000',
-      );
-      const logPath = join(String(pod.config.log_directory), 'main', '0.log');
-      await waitFor(
-        async () => (await readFile(logPath, 'utf8').catch(() => '')).includes('stdout F started'),
-        30_000,
-        { what: `"started" in ${logPath}` },
-      );
+        assert.equal(
+          (await execText(daemon.cri, id, ['cat', '/proc/1/cmdline'])).replaceAll('\0', ' ').trim(),
+          'sleep 1000',
+        );
+        const logPath = join(String(pod.config.log_directory), 'main', '0.log');
+        await waitFor(
+          async () => (await readFile(logPath, 'utf8').catch(() => '')).includes('stdout F started'),
+          30_000,
+          { what: `"started" in ${logPath}` },
+        );
 
-      await daemon.cri.call('StopContainer', { container_id: id, timeout: 0 });
-      await waitContainerState(daemon.cri, id, 'CONTAINER_EXITED');
-      await stopAndRemovePod(daemon.cri, pod.id);
+        await daemon.cri.call('StopContainer', { container_id: id, timeout: 0 });
+        await waitContainerState(daemon.cri, id, 'CONTAINER_EXITED');
+        await stopAndRemovePod(daemon.cri, pod.id);
 
-      assert.deepEqual(await daemon.netnsFiles(), [], 'no netns pin left');
-      assert.deepEqual(await daemon.runcContainers(), [], 'no runc container left');
-      assert.deepEqual(await daemon.conmonPids(), [], 'no conmon left');
-      assert.deepEqual(await daemon.podMounts(), [], 'no mount of the pod left');
-      const leftCgroups = existsSync(podDir)
-        ? (await readFile(join(podDir, 'cgroup.procs'), 'utf8').catch(() => '')).trim()
-        : '';
-      assert.equal(leftCgroups, '', `no process left in the pod's cgroup ${podDir}`);
-      const own = join(CGROUP_ROOT, cgroups.relativePath(cgroups.cgroupsPath(parent, id)));
-      assert.equal(existsSync(own), false, `the container's cgroup ${own} is gone`);
-    });
-  });
+        assert.deepEqual(await daemon.netnsFiles(), [], 'no netns pin left');
+        assert.deepEqual(await daemon.runcContainers(), [], 'no runc container left');
+        assert.deepEqual(await daemon.conmonPids(), [], 'no conmon left');
+        assert.deepEqual(await daemon.podMounts(), [], 'no mount of the pod left');
+        const leftCgroups = existsSync(podDir)
+          ? (await readFile(join(podDir, 'cgroup.procs'), 'utf8').catch(() => '')).trim()
+          : '';
+        assert.equal(leftCgroups, '', `no process left in the pod's cgroup ${podDir}`);
+        const own = join(CGROUP_ROOT, cgroups.relativePath(cgroups.cgroupsPath(parent, id)));
+        assert.equal(existsSync(own), false, `the container's cgroup ${own} is gone`);
+      });
+    },
+  );
 }

@@ -32,8 +32,9 @@ import {
   startContainer,
   stopAndRemovePod,
 } from '../harness/pods.js';
+import { BOUND_SCALE } from '../harness/bounds.js';
 
-const SUITE_TIMEOUT_MS = 240_000;
+const SUITE_TIMEOUT_MS = 240_000 * BOUND_SCALE;
 const CGROUP_ROOT = '/sys/fs/cgroup';
 const MiB = 1024 * 1024;
 

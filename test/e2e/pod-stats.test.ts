@@ -26,8 +26,9 @@ import { containerConfig, execSync, execText, runPod, startContainer, type Pod }
 import { registrySkip as skip } from '../harness/skip.js';
 import { CRICTL, crictlSkip } from '../harness/streaming.js';
 import { waitFor } from '../harness/wait.js';
+import { BOUND_SCALE } from '../harness/bounds.js';
 
-const SUITE_TIMEOUT_MS = 300_000;
+const SUITE_TIMEOUT_MS = 300_000 * BOUND_SCALE;
 const MiB = 1024 * 1024;
 const PORT = 8080;
 

@@ -26,6 +26,7 @@ import {
   waitContainerState,
   type Pod,
 } from '../harness/pods.js';
+import { BOUND_SCALE } from '../harness/bounds.js';
 
 const MiB = 1024 * 1024;
 const OOM_WAIT_MS = 60_000;
@@ -35,7 +36,7 @@ const OOM_WAIT_MS = 60_000;
  * not enough to show it; raise it to measure, the suite keeps the VM run cheap.
  */
 const OOM_RUNS = Math.max(1, Math.trunc(Number(process.env.BERTH_OOM_RUNS ?? '3')) || 3);
-const SUITE_TIMEOUT_MS = 240_000 + OOM_RUNS * 60_000;
+const SUITE_TIMEOUT_MS = (240_000 + OOM_RUNS * 60_000) * BOUND_SCALE;
 
 /** CRI LinuxContainerResources as the wire has them, and what the container must read back. */
 interface Case {

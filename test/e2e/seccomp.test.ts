@@ -29,8 +29,9 @@ import {
 } from '../harness/pods.js';
 import { registrySkip as skip } from '../harness/skip.js';
 import { waitFor } from '../harness/wait.js';
+import { BOUND_SCALE } from '../harness/bounds.js';
 
-const SUITE_TIMEOUT_MS = 600_000;
+const SUITE_TIMEOUT_MS = 600_000 * BOUND_SCALE;
 
 /** Applets beyond the harness's base image that these tests need. */
 const EXTRA_APPLETS = ['unshare', 'httpd', 'wget'];

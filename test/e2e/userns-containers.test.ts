@@ -38,8 +38,9 @@ import { freePort } from '../harness/registry.js';
 import { registrySkip as skip } from '../harness/skip.js';
 import { crictl, crictlSkip, crictlTty } from '../harness/streaming.js';
 import { waitFor } from '../harness/wait.js';
+import { BOUND_SCALE } from '../harness/bounds.js';
 
-const SUITE_TIMEOUT_MS = 600_000;
+const SUITE_TIMEOUT_MS = 600_000 * BOUND_SCALE;
 const hex = (): string => randomBytes(4).toString('hex');
 
 function usernsPodConfig(name: string, hostId: number, pid = 'CONTAINER'): Record<string, unknown> {
