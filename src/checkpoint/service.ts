@@ -27,14 +27,11 @@ import { rootfsLayers } from '../imagestore/rootfs.js';
 import type { Container } from '../model/container.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import type { RuntimeHandler } from '../runtime/index.js';
-import { ARCHIVE_FILES, type ConfigDump } from '../model/checkpoint-archive.js';
+import { ARCHIVE_FILES, CRIU_DEFAULT_TIMEOUT_S, type ConfigDump } from '../model/checkpoint-archive.js';
 import { DUMP_LOG } from '../runtime/index.js';
 import { stagingPaths, writeArchive, writeJson, writeRootfsDiffTar } from './archive.js';
 import { checkpointsDir, JOURNAL, type CheckpointJournal } from './journal.js';
 import { readRootfsDiff } from './rootfs-diff.js';
-
-/** CRI's timeout 0 means "the runtime's default"; criu dumps a small container in seconds. */
-export const DEFAULT_CHECKPOINT_TIMEOUT_S = 300;
 
 /**
  * criu cannot work on this node: the node's state, not the request, so FAILED_PRECONDITION with
@@ -58,7 +55,7 @@ export class ContainerCheckpoint {
   constructor(private readonly ctx: ContainerContext) {}
 
   async checkpoint(req: CheckpointRequest): Promise<void> {
-    const timeoutS = req.timeoutSeconds > 0 ? req.timeoutSeconds : DEFAULT_CHECKPOINT_TIMEOUT_S;
+    const timeoutS = req.timeoutSeconds > 0 ? req.timeoutSeconds : CRIU_DEFAULT_TIMEOUT_S;
     const deadline = Date.now() + timeoutS * 1000;
     const found = findContainer(this.ctx.deps.store, req.containerId);
     await this.ctx.deps.pods.enter(found.sandboxId, () =>

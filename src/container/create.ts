@@ -16,7 +16,7 @@ import { findImageVolumes, mountImageVolumes, withImageVolumeSources } from './i
 import { findContainer } from './lookup.js';
 import { prepareSpec, type PrepareInput } from './prepare.js';
 import { checkUserNamespace, rootfsIdmap } from './userns.js';
-import { findCheckpoint, monitorName, unpackCheckpoint } from './restore.js';
+import { findCheckpoint, monitorName, restoredRequest, unpackCheckpoint } from './restore.js';
 import { restoredSpec } from '../oci/restored-spec.js';
 import { CREATE_STEPS, type ContainerTeardown, type CreateStep } from './teardown.js';
 import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
@@ -37,13 +37,14 @@ export class ContainerCreation {
    * Call inside the pod's gate, with the pod as read when the gate was entered: a Stop or Remove
    * of the pod that closed it before is finished, and none can start until this one is done.
    */
-  async inPod(sandbox: Sandbox, requested: ContainerSpec, userns: ContainerUserNamespace): Promise<string> {
+  async inPod(sandbox: Sandbox, asked: ContainerSpec, userns: ContainerUserNamespace): Promise<string> {
     const { config, store, images } = this.deps;
     requireReady(sandbox);
     checkUserNamespace(userns, sandbox);
     // A checkpoint (an archive, or an image holding one): the container is made from the
     // checkpointed one's image, files and spec, and its start restores its processes.
-    const checkpoint = await findCheckpoint(this.deps, requested.image);
+    const checkpoint = await findCheckpoint(this.deps, asked.image);
+    const requested = checkpoint ? restoredRequest(asked, checkpoint) : asked;
     if (checkpoint && sandbox.spec.userNamespace !== null) {
       // The archive's files and processes hold the ids they had; nothing here maps them yet.
       throw new FailedPreconditionError(

@@ -8,7 +8,7 @@ import { FailedPreconditionError, InvalidArgumentError, errorMessage } from '../
 import { LayerStore } from '../imagestore/layers.js';
 import { containerDir } from '../imagestore/rootfs.js';
 import type { Logger } from '../log.js';
-import type { Container } from '../model/container.js';
+import type { Container, ContainerSpec } from '../model/container.js';
 import type { Sandbox } from '../model/sandbox.js';
 import type { MonitorCreated, RuntimeHandler } from '../runtime/index.js';
 import type { ImageRecord } from '../store/types.js';
@@ -20,7 +20,7 @@ import {
   unpackArchive,
   type CheckedArchive,
 } from './checkpoint-archive.js';
-import { ARCHIVE_FILES } from '../model/checkpoint-archive.js';
+import { ARCHIVE_FILES, CRIU_DEFAULT_TIMEOUT_S } from '../model/checkpoint-archive.js';
 import type { ContainerServiceDeps } from './context.js';
 
 /** A bound for a hang in reading or unpacking an archive, which may hold gigabytes of memory pages. */
@@ -87,6 +87,17 @@ async function checkpointSource(
   return { archive, image: resolved.record };
 }
 
+/**
+ * The request as the restore carries it out: criu brings the process back on the stdio it had, a
+ * terminal or pipes, and its spec (restoredSpec) keeps the archive's `terminal`. The container's
+ * tty follows the archive, whatever the new request says, so that conmon offers runc a console
+ * exactly when the restored process has one.
+ */
+export function restoredRequest(requested: ContainerSpec, source: CheckpointSource): ContainerSpec {
+  const tty = source.archive.spec.process?.terminal === true;
+  return tty === requested.tty ? requested : { ...requested, tty };
+}
+
 /** The checkpointed container's files in the new one's rootfs, and the archive unpacked beside it. */
 export async function unpackCheckpoint(
   source: CheckpointSource,
@@ -122,6 +133,7 @@ export async function restoreProcess(
     tty: container.spec.tty,
     imagePath: join(dir, UNPACKED_DIR, ARCHIVE_FILES.checkpoint),
     workPath: join(dir, WORK_DIR),
+    timeoutMs: CRIU_DEFAULT_TIMEOUT_S * 1000,
   });
   await rm(join(dir, UNPACKED_DIR), { recursive: true, force: true }).catch((err: unknown) => {
     logger.warn({ container: container.id, err: errorMessage(err) }, 'removing a used checkpoint failed');

@@ -77,8 +77,11 @@ export interface MonitorCreateRequest {
   stdinOnce: boolean;
   /** The spec's process.terminal must agree: conmon then takes the pty from runc. */
   tty: boolean;
-  /** Restore from a checkpoint instead: `runc restore --detach` leaves the container running. */
-  restore?: { imagePath: string; workPath: string };
+  /**
+   * Restore from a checkpoint instead: `runc restore --detach` leaves the container running.
+   * `timeoutMs` replaces the create deadline: criu reads back every memory page the dump wrote.
+   */
+  restore?: { imagePath: string; workPath: string; timeoutMs: number };
 }
 
 export interface MonitorCreated {
@@ -136,6 +139,7 @@ export class Conmon {
    */
   async create(req: MonitorCreateRequest): Promise<MonitorCreated> {
     validate(req);
+    const timeoutMs = req.restore?.timeoutMs ?? this.opts.timeoutMs;
     // Side by side (each is a thread-pool round trip), and all before anything is removed or
     // made: the cleanup of a failed create must never delete another container's files.
     const [state, bundle, runtime] = await Promise.all([
@@ -188,7 +192,7 @@ export class Conmon {
       );
       // Listening before any await: a spawn error is emitted on the next tick.
       parentExit = exitCodeOf(child);
-      sync = awaitSyncMessage(child, this.opts.timeoutMs);
+      sync = awaitSyncMessage(child, timeoutMs);
     } catch (err) {
       // Out of file descriptors: no conmon ran, so only the files made above are left to go (and
       // the monitor step's undo removes them again if this fails).
@@ -209,11 +213,11 @@ export class Conmon {
       // The first conmon leads its own process group (detached); its daemon has left it (setsid).
       if (child.pid !== undefined) killQuietly(-child.pid);
       killQuietly(child.pid);
-      return this.fail(req, 0, `no answer within ${this.opts.timeoutMs} ms`, { timedOut: true });
+      return this.fail(req, 0, `no answer within ${timeoutMs} ms`, { timedOut: true });
     }
     if (outcome.kind === 'closed' || outcome.message.data <= 0) {
       const relayed = outcome.kind === 'message' ? (outcome.message.message ?? '') : '';
-      const code = await beforeDeadline(parentExit, remaining(started, this.opts.timeoutMs), null);
+      const code = await beforeDeadline(parentExit, remaining(started, timeoutMs), null);
       const fallback =
         code !== null && code !== 0
           ? `conmon exited with code ${code}`
@@ -223,7 +227,7 @@ export class Conmon {
 
     const pid = outcome.message.data;
     // The first conmon writes the daemon's pid file, then exits: once it has, the file is there.
-    const code = await beforeDeadline(parentExit, remaining(started, this.opts.timeoutMs), null);
+    const code = await beforeDeadline(parentExit, remaining(started, timeoutMs), null);
     const monitorPid = code === 0 ? ((await readPidFile(join(req.bundleDir, MONITOR_PID_FILE))) ?? 0) : 0;
     if (monitorPid <= 0) {
       const how = code === null ? 'did not exit in time' : `exited with code ${code}`;

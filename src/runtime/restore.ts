@@ -13,11 +13,11 @@ import type { RestoreRequest } from './runtime.js';
 const RESTORE_LOG_TAIL_LINES = 8;
 
 export async function restoreUnderMonitor(conmon: Conmon, req: RestoreRequest): Promise<MonitorCreated> {
-  const { imagePath, workPath, ...create } = req;
+  const { imagePath, workPath, timeoutMs, ...create } = req;
   await rm(workPath, { recursive: true, force: true });
   await mkdir(workPath, { recursive: true, mode: PRIVATE_DIR });
   try {
-    return await conmon.create({ ...create, restore: { imagePath, workPath } });
+    return await conmon.create({ ...create, restore: { imagePath, workPath, timeoutMs } });
   } catch (err) {
     if (!(err instanceof MonitorError)) throw err;
     const tail = await restoreLogTail(workPath);

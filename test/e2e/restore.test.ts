@@ -36,8 +36,9 @@ import {
 } from '../harness/pods.js';
 import { registrySkip } from '../harness/skip.js';
 import { waitFor } from '../harness/wait.js';
+import { BOUND_SCALE } from '../harness/bounds.js';
 
-const SUITE_TIMEOUT_MS = 300_000;
+const SUITE_TIMEOUT_MS = 300_000 * BOUND_SCALE;
 const CRIU_CHECK_TIMEOUT_MS = 60_000;
 const FIELD = 'config.image.image';
 const PORT = 8080;
@@ -296,6 +297,35 @@ describe(
         assert.ok(resumed >= COUNT_BEFORE, `the count began again: ${resumed}`);
         await waitFor(async () => (await count(d, restored)) > resumed, 20_000);
         assert.equal((await execText(d.cri, restored, ['cat', '/begun'])).trim(), 'begun');
+      });
+
+      test("a container on a terminal comes back on one, though the new request asks for none: the terminal is the archive's", async (t) => {
+        if (noCriu) return t.skip(noCriu);
+        const d = daemon();
+        const first = await podFor(t, d, 'tty-a');
+        const original = await startContainer(
+          d.cri,
+          first,
+          containerConfig('counter', imageRef(), { command: COUNTER, tty: true }),
+        );
+        await waitFor(async () => (await count(d, original)) >= COUNT_BEFORE, 30_000);
+        const archive = join(workDir, 'tty.tar');
+        await checkpointContainer(d, original, archive);
+        await stopAndRemovePod(d.cri, first.id);
+
+        const second = await podFor(t, d, 'tty-b');
+        const restored = await createContainer(
+          d.cri,
+          second,
+          containerConfig('restored', archive, { tty: false }),
+        );
+        await d.cri.call('StartContainer', { container_id: restored });
+        await waitContainerState(d.cri, restored, 'CONTAINER_RUNNING');
+        const resumed = await count(d, restored);
+        assert.ok(resumed >= COUNT_BEFORE, `the count began again: ${resumed}`);
+        await waitFor(async () => (await count(d, restored)) > resumed, 20_000);
+        const stdin = await execText(d.cri, restored, ['readlink', '/proc/1/fd/0']);
+        assert.match(stdin.trim(), /^\/dev\/pts\/\d+$/, 'the restored process lost its terminal');
       });
 
       test('a listening process restored into a pod with another IP accepts connections there', async (t) => {
