@@ -31,7 +31,7 @@ say "VM image ready after ${built} s"
 # let one hang the whole bound.
 code=0
 say "testing the VM runner (scripts/vm/run.sh)"
-npm run --silent build
+# Built by scripts/setup.sh, which `npm test` runs before the host suite.
 node --test --test-reporter=spec --test-concurrency=1 dist/test/vm/*.test.js || code=$?
 mapfile -t files < <(grep -v -e '^#' -e '^[[:space:]]*$' scripts/vm/suites.txt)
 ((${#files[@]} > 0)) || skip "scripts/vm/suites.txt lists no test files"

@@ -20,7 +20,7 @@ import {
   unpackArchive,
   type CheckedArchive,
 } from './checkpoint-archive.js';
-import { ARCHIVE_FILES, CRIU_DEFAULT_TIMEOUT_S } from '../model/checkpoint-archive.js';
+import { ARCHIVE_FILES } from '../model/checkpoint-archive.js';
 import type { ContainerServiceDeps } from './context.js';
 
 /** A bound for a hang in reading or unpacking an archive, which may hold gigabytes of memory pages. */
@@ -133,7 +133,6 @@ export async function restoreProcess(
     tty: container.spec.tty,
     imagePath: join(dir, UNPACKED_DIR, ARCHIVE_FILES.checkpoint),
     workPath: join(dir, WORK_DIR),
-    timeoutMs: CRIU_DEFAULT_TIMEOUT_S * 1000,
   });
   await rm(join(dir, UNPACKED_DIR), { recursive: true, force: true }).catch((err: unknown) => {
     logger.warn({ container: container.id, err: errorMessage(err) }, 'removing a used checkpoint failed');

@@ -22,13 +22,6 @@ export const ARCHIVE_FILES = {
   containerLog: 'container.log',
 } as const;
 
-/**
- * How long criu may take over one container, dump or restore, when nothing else says: a small
- * container takes seconds, one with gigabytes of memory pages minutes. CheckpointContainer's
- * timeout 0 means this; a restore, which StartContainer gives no timeout for, always has it.
- */
-export const CRIU_DEFAULT_TIMEOUT_S = 300;
-
 /** checkpointctl's ContainerConfig, with its key names. */
 export interface ConfigDump {
   id: string;

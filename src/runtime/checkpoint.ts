@@ -9,6 +9,13 @@ import { run } from '../exec.js';
 import type { Runc } from './runc.js';
 import type { CheckpointOptions } from './runtime.js';
 
+/**
+ * How long criu may take over one container, dump or restore, when nothing else says: a small
+ * container takes seconds, one with gigabytes of memory pages minutes. CheckpointContainer's
+ * timeout 0 means this; a restore, which StartContainer gives no timeout for, always has it.
+ */
+export const CRIU_DEFAULT_TIMEOUT_S = 300;
+
 /** criu's log of a dump, in the work dir runc hands it. */
 export const DUMP_LOG = 'dump.log';
 /** Of criu's log, what an error message carries: its failure is told in its last lines. */

@@ -3,7 +3,7 @@
  * monitors report, and the types those speak in. runc and conmon themselves stay inside.
  */
 export type { AttachIo } from './attach.js';
-export { DUMP_LOG } from './checkpoint.js';
+export { CRIU_DEFAULT_TIMEOUT_S, DUMP_LOG } from './checkpoint.js';
 export { MonitorError, type MonitorCreateRequest, type MonitorCreated } from './conmon.js';
 export { resetExecDirs } from './exec-process.js';
 export type { ExecStreamIo } from './exec-stream.js';

@@ -7,17 +7,21 @@ import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PRIVATE_DIR } from '../file-modes.js';
 import { MonitorError, type Conmon, type MonitorCreated } from './conmon.js';
+import { CRIU_DEFAULT_TIMEOUT_S } from './checkpoint.js';
 import type { RestoreRequest } from './runtime.js';
 
 /** criu's own account of a failed restore ends with its reason; the lines before give its context. */
 const RESTORE_LOG_TAIL_LINES = 8;
 
 export async function restoreUnderMonitor(conmon: Conmon, req: RestoreRequest): Promise<MonitorCreated> {
-  const { imagePath, workPath, timeoutMs, ...create } = req;
+  const { imagePath, workPath, ...create } = req;
   await rm(workPath, { recursive: true, force: true });
   await mkdir(workPath, { recursive: true, mode: PRIVATE_DIR });
   try {
-    return await conmon.create({ ...create, restore: { imagePath, workPath, timeoutMs } });
+    return await conmon.create({
+      ...create,
+      restore: { imagePath, workPath, timeoutMs: CRIU_DEFAULT_TIMEOUT_S * 1000 },
+    });
   } catch (err) {
     if (!(err instanceof MonitorError)) throw err;
     const tail = await restoreLogTail(workPath);

@@ -94,8 +94,6 @@ export interface RestoreRequest extends Omit<MonitorCreateRequest, 'restore'> {
   imagePath: string;
   /** criu's work dir (its restore.log): made by the restore and removed once it is done. */
   workPath: string;
-  /** The restore's deadline, which replaces the runtime's create deadline. */
-  timeoutMs: number;
 }
 
 /** How a checkpoint is taken; the dirs are the caller's, made before and removed after. */
