@@ -139,7 +139,6 @@ export class ContainerCreation {
           mode: PRIVATE_FILE,
         });
         store.containers.userResolved(id, prepared.user);
-        for (const note of prepared.notes) log.warn(note);
       });
       // A restored container's monitor comes with its restore, at StartContainer.
       const created = await step('monitor', async () =>

@@ -72,3 +72,9 @@ export function mountContaining(table: readonly MountInfoEntry[], path: string):
   }
   return best;
 }
+
+/** A mount's propagation from its optional fields: shared:N, master:N (a slave), or neither. */
+export function propagationOf(entry: MountInfoEntry): 'shared' | 'slave' | 'private' {
+  if (entry.optionalFields.some((f) => f.startsWith('shared:'))) return 'shared';
+  return entry.optionalFields.some((f) => f.startsWith('master:')) ? 'slave' : 'private';
+}
