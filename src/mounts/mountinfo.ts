@@ -7,6 +7,8 @@ export interface MountInfoEntry {
   mountId: number;
   parentId: number;
   mountPoint: string;
+  /** The mount's own options (`ro,nosuid,nodev,relatime`), not its superblock's. */
+  mountOptions: string;
   /** Optional fields such as `shared:1` or `master:2`; empty means private. */
   optionalFields: string[];
   fsType: string;
@@ -29,6 +31,7 @@ export function parseMountInfo(text: string): MountInfoEntry[] {
       mountId: Number(fields[0]),
       parentId: Number(fields[1]),
       mountPoint: unescapeMountPath(fields[4] ?? ''),
+      mountOptions: fields[5] ?? '',
       optionalFields: fields.slice(6, sep),
       fsType: fields[sep + 1] ?? '',
     });

@@ -283,6 +283,9 @@ export function criMounts(mounts: readonly SourcedMount[]): Mount[] {
     requireSourcePropagation(m, i);
     const destination = cleanPath(m.containerPath);
     const options = ['rbind', PROPAGATION_OPTION[m.propagation], m.readonly ? 'ro' : 'rw'];
+    // runc applies these to the bind itself: a single-layer volume is the layer's dir, on no mount
+    // of berth's own that could carry them.
+    if (m.image) options.push('nosuid', 'nodev');
     if (m.recursiveReadOnly) {
       // Checked here too, for callers that did not come through the CRI edge.
       const problem = recursiveReadOnlyProblem(m);

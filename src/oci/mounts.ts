@@ -18,6 +18,11 @@ export interface BindMount {
   /** Read-only all the way down (submounts too); needs readonly and PRIVATE propagation. */
   recursiveReadOnly: boolean;
   propagation: MountPropagation;
+  /**
+   * Set for an image volume (KEP-4639): the image's files, which are bound nosuid and nodev, so
+   * that a setuid binary or a device node an image holds grants a container nothing.
+   */
+  image?: { reference: string } | null;
 }
 
 /**
