@@ -236,6 +236,7 @@ export async function startDaemon(
     runtimes,
     logger,
     infraRootfs,
+    host,
     containers: containers.lifecycle,
     events,
     teardown: sandboxTeardown,

@@ -21,6 +21,7 @@ import {
   errorMessage,
 } from '../errors.js';
 import { runtimeOf, type ContainerContext } from '../container/context.js';
+import { criuUnavailable } from '../container/criu.js';
 import { currentContainer, findContainer, stateWord } from '../container/lookup.js';
 import { ensureDir, PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
 import { rootfsLayers } from '../imagestore/rootfs.js';
@@ -91,13 +92,7 @@ export class ContainerCheckpoint {
   }
 
   private unavailable(container: Container, runtime: RuntimeHandler): CheckpointUnavailableError {
-    const { criu } = this.ctx.deps.host;
-    const why =
-      criu === null
-        ? 'criu is not installed (or does not answer `criu --version`)'
-        : !criu.usable
-          ? `criu ${criu.version} cannot checkpoint on this host: ${criu.reason ?? 'criu check failed'}`
-          : `runtime handler "${runtime.name}" has no checkpoint command`;
+    const why = criuUnavailable(this.ctx.deps.host.criu, runtime, 'checkpoint') ?? 'criu is not usable';
     return new CheckpointUnavailableError(`cannot checkpoint container ${container.id}: ${why}`);
   }
 

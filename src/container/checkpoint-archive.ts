@@ -13,7 +13,7 @@ import type { Spec } from '../oci/spec.js';
 import { isObject, isStringArray } from '../store/columns.js';
 import { entryComponents } from '../unpack/safety.js';
 import { TarReader } from '../unpack/tar-reader.js';
-import { unpackLayer } from '../unpack/index.js';
+import { RefusedEntryError, UnpackError, unpackLayer } from '../unpack/index.js';
 import { PRIVATE_DIR } from '../file-modes.js';
 
 /** The request field that named the archive: every complaint about it names that field. */
@@ -49,6 +49,24 @@ function invalid(path: string, problem: string): InvalidArgumentError {
 }
 
 /**
+ * rootfs-diff.tar, a tar inside the archive, read through once as the outer one is: every member
+ * whole (a member claiming more than the tar holds is a truncated archive) and no path leading out
+ * of the rootfs. Where its members may write is known only when it is applied over the image
+ * (applyRootfsChanges); what this can refuse is refused before anything is made.
+ */
+async function checkRootfsDiff(path: string, chunks: AsyncIterable<Buffer>): Promise<void> {
+  const reader = new TarReader(chunks);
+  try {
+    for (let entry = await reader.next(); entry !== undefined; entry = await reader.next()) {
+      if (entry.path.startsWith('/')) throw new Error(`member ${JSON.stringify(entry.path)} is absolute`);
+      entryComponents(entry.path);
+    }
+  } catch (err) {
+    throw invalid(path, `member ${ARCHIVE_FILES.rootfsDiff}: ${errorMessage(err)}`);
+  }
+}
+
+/**
  * Reads the archive at `path` through once: a tar holding only files and dirs, no path leading
  * out of it, with config.dump, spec.dump and checkpoint/ (each of the right kind). Throws
  * InvalidArgumentError naming the request field and what is wrong; makes nothing.
@@ -80,7 +98,11 @@ export async function checkArchive(path: string, timeoutMs: number): Promise<Che
         continue;
       }
       if (parts.length !== 1) continue;
-      if (top === ARCHIVE_FILES.rootfsDiff) rootfsDiff = entry.type === 'file';
+      if (top === ARCHIVE_FILES.rootfsDiff) {
+        rootfsDiff = entry.type === 'file';
+        if (rootfsDiff) await checkRootfsDiff(path, reader.body());
+        continue;
+      }
       if (top !== ARCHIVE_FILES.config && top !== ARCHIVE_FILES.spec && top !== ARCHIVE_FILES.deleted)
         continue;
       if (entry.type !== 'file') throw invalid(path, `${top} is not a file`);
@@ -201,7 +223,9 @@ export async function checkArchiveDir(path: string): Promise<CheckedArchive> {
       throw invalid(path, `${join(entry.parentPath, entry.name)} is neither a file nor a dir`);
     }
   }
-  const diff = await lstat(join(path, ARCHIVE_FILES.rootfsDiff)).catch(() => null);
+  const diffPath = join(path, ARCHIVE_FILES.rootfsDiff);
+  const diff = await lstat(diffPath).catch(() => null);
+  if (diff?.isFile()) await checkRootfsDiff(path, createReadStream(diffPath) as AsyncIterable<Buffer>);
   return checked(path, 'dir', found, diff?.isFile() ?? false);
 }
 
@@ -215,7 +239,19 @@ export async function unpackArchive(archive: CheckedArchive, dir: string, timeou
     return;
   }
   await mkdir(dir, { mode: PRIVATE_DIR });
-  await unpackLayer(createReadStream(archive.path), 'none', dir, { timeoutMs });
+  await unpackLayer(createReadStream(archive.path), 'none', dir, { timeoutMs }).catch((err: unknown) => {
+    throw archiveFault(err) ? invalid(archive.path, errorMessage(err)) : err;
+  });
+}
+
+/**
+ * What the unpacker says of the archive's bytes rather than of the node: a refused entry (a path
+ * that leads out, through a link of the image's, a corrupt header) or a tar that ends early. A
+ * file system failure (it carries its cause: ENOSPC, say) or the timeout stays what it is.
+ */
+function archiveFault(err: unknown): boolean {
+  if (err instanceof RefusedEntryError) return true;
+  return err instanceof UnpackError && err.cause === undefined && !/timed out/.test(err.message);
 }
 
 /**
@@ -231,7 +267,11 @@ export async function applyRootfsChanges(
 ): Promise<void> {
   if (archive.hasRootfsDiff) {
     const diff = join(unpackedDir, ARCHIVE_FILES.rootfsDiff);
-    await unpackLayer(createReadStream(diff), 'none', rootfs, { timeoutMs });
+    await unpackLayer(createReadStream(diff), 'none', rootfs, { timeoutMs }).catch((err: unknown) => {
+      throw archiveFault(err)
+        ? invalid(archive.path, `member ${ARCHIVE_FILES.rootfsDiff}: ${errorMessage(err)}`)
+        : err;
+    });
   }
   for (const parts of archive.deleted) {
     for (let i = 1; i < parts.length; i++) {

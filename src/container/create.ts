@@ -17,7 +17,15 @@ import { findImageVolumes, mountImageVolumes, withImageVolumeSources } from './i
 import { findContainer } from './lookup.js';
 import { prepareSpec, type PrepareInput } from './prepare.js';
 import { checkUserNamespace, rootfsIdmap } from './userns.js';
-import { findCheckpoint, monitorName, restoredRequest, unpackCheckpoint } from './restore.js';
+import {
+  checkRequestedIdentity,
+  checkResolvedIdentity,
+  findCheckpoint,
+  monitorName,
+  requireRestorable,
+  restoredRequest,
+  unpackCheckpoint,
+} from './restore.js';
 import { restoredSpec } from '../oci/restored-spec.js';
 import { CREATE_STEPS, type ContainerTeardown, type CreateStep } from './teardown.js';
 import { PRIVATE_DIR, PRIVATE_FILE } from '../file-modes.js';
@@ -51,6 +59,13 @@ export class ContainerCreation {
       throw new FailedPreconditionError(
         `checkpoint ${requested.image}: restoring into a pod of its own user namespace is not supported`,
       );
+    }
+    const runtime = this.deps.runtimes.of(sandbox);
+    if (checkpoint) {
+      // What the request and the archive say of the process' identity, then what the node can
+      // do: both before the archive is copied.
+      checkRequestedIdentity(checkpoint, requested.security);
+      requireRestorable(this.deps.host, runtime, requested.image);
     }
     const image = checkpoint?.image ?? images.resolve(requested.image)?.record;
     if (!image) throw new NotFoundError('image', requested.image);
@@ -102,7 +117,6 @@ export class ContainerCreation {
         if (undo) steps.onUndo(name, undo);
         return act();
       });
-    const runtime = this.deps.runtimes.of(sandbox);
     runtime.prepareForCreate();
     try {
       // The image volumes are mounted in the container's dir: the rootfs undo unmounts them too.
@@ -135,12 +149,12 @@ export class ContainerCreation {
         // The bundle dir meanwhile; both settle before a failure reaches the rootfs undo.
         await allSettledOrThrow([preparing, mkdir(bundleDir, { recursive: true, mode: PRIVATE_DIR })]);
         const prepared = await preparing;
+        if (checkpoint) checkResolvedIdentity(checkpoint, spec.security, prepared.user);
         const ociSpec = checkpoint ? restoredSpec(checkpoint.archive.spec, prepared.spec) : prepared.spec;
         await writeFile(join(bundleDir, 'config.json'), JSON.stringify(ociSpec), {
           mode: PRIVATE_FILE,
         });
         store.containers.userResolved(id, prepared.user);
-        for (const note of prepared.notes) log.warn(note);
       });
       // A restored container's monitor comes with its restore, at StartContainer.
       const created = await step('monitor', async () => {

@@ -15,11 +15,10 @@ import type { ContainerSpec } from '../model/container.js';
 import type { SecurityProfile } from '../oci/container-input.js';
 import type { Sandbox } from '../model/sandbox.js';
 import { apparmorProfile, type AppArmorHost } from '../oci/apparmor.js';
-import { allCapabilities, containerCapabilities } from '../oci/capabilities.js';
+import { containerCapabilities } from '../oci/capabilities.js';
 import { buildContainerSpec, processCwd } from '../oci/container.js';
 import { deviceFromPath, hostDevices } from '../oci/devices.js';
 import { checkImageEnv } from '../oci/environment.js';
-import { resolveMounts } from '../oci/mounts.js';
 import { clampOomScoreAdj } from '../oci/oom.js';
 import { defaultSeccompProfile, loadSeccompProfile } from '../oci/seccomp.js';
 import type { LinuxDevice, LinuxDeviceCgroup, Seccomp, Spec } from '../oci/spec.js';
@@ -29,6 +28,7 @@ import { ensureHostsFile, HOSTNAME_FILE, RESOLV_CONF, SHM_DIR } from '../sandbox
 import { requireInfraRunning } from '../sandbox/infra.js';
 import { namespacePins, podNamespacePaths } from '../sandbox/namespaces.js';
 import type { PodUserNamespace } from '../oci/userns.js';
+import { resolveMounts } from './mount-sources.js';
 import { checkIdsMapped } from './userns.js';
 import { stageIdmappedMounts } from './volumes.js';
 
@@ -44,7 +44,8 @@ export interface PrepareInput {
   guard: { noCreateUnder: string[]; forbiddenSources: string[] };
   /** Which resources the host can apply. */
   cgroups: CgroupManager;
-  host: Pick<HostFeatures, 'appArmor'>;
+  /** What the host can do, and what berthd itself holds (capabilities, oom_score_adj). */
+  host: Pick<HostFeatures, 'appArmor' | 'process'>;
   cdi: CdiRegistry;
   /** Where the container's idmapped volumes are staged (imagestore/rootfs.ts volumesDir). */
   volumesDir: string;
@@ -55,8 +56,6 @@ export interface PrepareInput {
 export interface PreparedSpec {
   spec: Spec;
   user: ResolvedUser;
-  /** Things the operator should hear about (e.g. a host mount made shared). */
-  notes: string[];
 }
 
 export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
@@ -83,11 +82,11 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
   ]);
   checkIdsMapped(spec.security, user, sandbox);
   const staged = await stageIdmappedMounts(
-    mounts.mounts,
+    mounts,
     spec.mounts.map((m) => m.idmap),
     { dir: input.volumesDir, podUserns: podUserNamespace(sandbox), timeoutMs: input.timeoutMs },
   );
-  const capabilities = containerCapabilities(spec.security, await allCapabilities());
+  const capabilities = containerCapabilities(spec.security, input.host.process.capabilities);
   const built = buildContainerSpec({
     containerId: input.containerId,
     sandboxId: sandbox.id,
@@ -108,14 +107,14 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     cgroupsPath: input.cgroupsPath,
     // As Docker, Podman, containerd and CRI-O do on v2; v1 bind mounts the container's cgroups.
     cgroupNamespace: input.cgroups.host.version === 'v2',
-    oomScoreAdj: clampOomScoreAdj(spec.resources.oomScoreAdj),
+    oomScoreAdj: clampOomScoreAdj(spec.resources.oomScoreAdj, input.host.process.oomScoreAdj),
     seccomp: spec.security.privileged ? null : await seccompFor(spec.security.seccomp, capabilities.set),
     apparmorProfile: await appArmorFor(spec.security.apparmor, input.host.appArmor),
     devices: devices.devices,
     deviceRules: devices.rules,
     mounts: staged,
   });
-  return { spec: await applyCdiEdits(built, cdi), user, notes: mounts.notes };
+  return { spec: await applyCdiEdits(built, cdi), user };
 }
 
 /** The pod's pinned user namespace and its mappings; null for a pod in the host's. */

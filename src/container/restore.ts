@@ -22,6 +22,9 @@ import {
 } from './checkpoint-archive.js';
 import { ARCHIVE_FILES } from '../model/checkpoint-archive.js';
 import type { ContainerServiceDeps } from './context.js';
+import { criuUnavailable } from './criu.js';
+import { checkRestoredUser, type WantedUser, type WantedUserFields } from '../oci/restored-spec.js';
+import type { ResolvedUser, UserRequest } from '../oci/user.js';
 
 /** A bound for a hang in reading or unpacking an archive, which may hold gigabytes of memory pages. */
 const ARCHIVE_TIMEOUT_MS = 10 * 60_000;
@@ -96,6 +99,55 @@ async function checkpointSource(
 export function restoredRequest(requested: ContainerSpec, source: CheckpointSource): ContainerSpec {
   const tty = source.archive.spec.process?.terminal === true;
   return tty === requested.tty ? requested : { ...requested, tty };
+}
+
+const SECURITY = 'config.linux.security_context';
+
+/**
+ * The identity the request's security context names outright (run_as_user, run_as_group), checked
+ * against spec.dump before anything is made. The rest of it (a run_as_username, the image's user,
+ * the group file's memberships) is known once the rootfs is: checkResolvedIdentity.
+ */
+export function checkRequestedIdentity(source: CheckpointSource, security: UserRequest): void {
+  const wanted: WantedUser = {};
+  if (security.runAsUser !== null) wanted.uid = security.runAsUser;
+  if (security.runAsGroup !== null) wanted.gid = security.runAsGroup;
+  checkRestoredUser(source.archive.spec, wanted, userFields(security), source.archive.path);
+}
+
+/**
+ * The whole identity a create resolves for the request (resolveUser: the security context, else
+ * the image's user, kubelet sending none when the pod names none), against spec.dump's.
+ */
+export function checkResolvedIdentity(
+  source: CheckpointSource,
+  security: UserRequest,
+  user: ResolvedUser,
+): void {
+  checkRestoredUser(source.archive.spec, user, userFields(security), source.archive.path);
+}
+
+function userFields(security: UserRequest): WantedUserFields {
+  const named = security.runAsUser !== null || security.runAsUsername !== '';
+  return {
+    uid: `${SECURITY}.${security.runAsUsername !== '' ? 'run_as_username' : 'run_as_user'}`,
+    gid: `${SECURITY}.run_as_group`,
+    groups: `${SECURITY}.supplemental_groups`,
+    ...(named ? {} : { how: "none named: the image's user" }),
+  };
+}
+
+/**
+ * A restore needs criu at its start: refused at create, before the archive is copied, when this
+ * node's criu (or the handler's runtime) cannot restore.
+ */
+export function requireRestorable(
+  host: ContainerServiceDeps['host'],
+  runtime: Pick<RuntimeHandler, 'name' | 'features'>,
+  image: string,
+): void {
+  const why = criuUnavailable(host.criu, runtime, 'restore');
+  if (why !== null) throw new FailedPreconditionError(`cannot restore checkpoint ${image}: ${why}`);
 }
 
 /** The checkpointed container's files in the new one's rootfs, and the archive unpacked beside it. */

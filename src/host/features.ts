@@ -10,6 +10,8 @@ import { errorMessage, ExecError } from '../errors.js';
 import { findProgram, run } from '../exec.js';
 import { loadLibc } from '../libc.js';
 import type { AppArmorHost } from '../oci/apparmor.js';
+import { heldCapabilities } from '../oci/capabilities.js';
+import { parseOomScoreAdj } from '../oci/oom.js';
 import { probeIdmapSupport, type IdmapSupport } from './idmap-probe.js';
 
 export interface HostFeatures {
@@ -30,6 +32,16 @@ export interface HostFeatures {
   idmappedMounts: { kernel: string; mountSetattr: boolean } & IdmapSupport;
   /** CRIU, which checkpoints containers; null when it is not installed or does not answer. */
   criu: CriuHost | null;
+  /** berthd's own process, which runc inherits from (see probeOwnProcess). */
+  process: OwnProcess;
+}
+
+/** What berthd itself holds that bounds what a container may be given. */
+export interface OwnProcess {
+  /** Every capability the kernel knows that berthd's bounding set holds (heldCapabilities). */
+  capabilities: string[];
+  /** berthd's oom_score_adj, the floor of a container's (clampOomScoreAdj); null: unreadable. */
+  oomScoreAdj: number | null;
 }
 
 export interface HostProbeOptions {
@@ -39,13 +51,14 @@ export interface HostProbeOptions {
 }
 
 export async function probeHostFeatures(opts: HostProbeOptions): Promise<HostFeatures> {
-  const [cgroups, appArmor, seccomp, pageSizes, idmapped, criu] = await Promise.all([
+  const [cgroups, appArmor, seccomp, pageSizes, idmapped, criu, own] = await Promise.all([
     probeCgroupHost(),
     probeAppArmor(),
     seccompSupport(),
     hugePageSizes(),
     idmappedMounts(opts),
     probeCriu(opts.timeoutMs),
+    probeOwnProcess(),
   ]);
   return {
     cgroups,
@@ -54,7 +67,35 @@ export async function probeHostFeatures(opts: HostProbeOptions): Promise<HostFea
     hugetlb: { pageSizes },
     idmappedMounts: { kernel: release(), ...idmapped },
     criu,
+    process: own,
   };
+}
+
+/** Where probeOwnProcess reads; other paths only in tests. */
+export interface OwnProcessPaths {
+  capLastCap: string;
+  status: string;
+  oomScoreAdj: string;
+}
+
+const OWN_PROCESS_PATHS: OwnProcessPaths = {
+  capLastCap: '/proc/sys/kernel/cap_last_cap',
+  status: '/proc/self/status',
+  oomScoreAdj: '/proc/self/oom_score_adj',
+};
+
+/**
+ * Read once: berthd's bounding set and oom_score_adj do not change while it runs (nothing in
+ * berthd changes them), and every CreateContainer and RunPodSandbox builds from them.
+ */
+export async function probeOwnProcess(paths: OwnProcessPaths = OWN_PROCESS_PATHS): Promise<OwnProcess> {
+  const read = (path: string): Promise<string> => readFile(path, 'utf8').catch(() => '');
+  const [lastCap, status, oom] = await Promise.all([
+    read(paths.capLastCap),
+    read(paths.status),
+    read(paths.oomScoreAdj),
+  ]);
+  return { capabilities: heldCapabilities(lastCap, status), oomScoreAdj: parseOomScoreAdj(oom) };
 }
 
 /** What the AppArmor probe looks at; other paths only in tests. */

@@ -7,6 +7,8 @@ export interface MountInfoEntry {
   mountId: number;
   parentId: number;
   mountPoint: string;
+  /** The mount's own options (`ro,nosuid,nodev,relatime`), not its superblock's. */
+  mountOptions: string;
   /** Optional fields such as `shared:1` or `master:2`; empty means private. */
   optionalFields: string[];
   fsType: string;
@@ -29,6 +31,7 @@ export function parseMountInfo(text: string): MountInfoEntry[] {
       mountId: Number(fields[0]),
       parentId: Number(fields[1]),
       mountPoint: unescapeMountPath(fields[4] ?? ''),
+      mountOptions: fields[5] ?? '',
       optionalFields: fields.slice(6, sep),
       fsType: fields[sep + 1] ?? '',
     });
@@ -71,4 +74,10 @@ export function mountContaining(table: readonly MountInfoEntry[], path: string):
     if (contains && (!best || mp.length >= best.mountPoint.length)) best = e;
   }
   return best;
+}
+
+/** A mount's propagation from its optional fields: shared:N, master:N (a slave), or neither. */
+export function propagationOf(entry: MountInfoEntry): 'shared' | 'slave' | 'private' {
+  if (entry.optionalFields.some((f) => f.startsWith('shared:'))) return 'shared';
+  return entry.optionalFields.some((f) => f.startsWith('master:')) ? 'slave' : 'private';
 }

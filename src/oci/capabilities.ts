@@ -3,7 +3,6 @@
  * come without the CAP_ prefix and in any case (kubelet passes them through as written); the OCI
  * spec wants CAP_-prefixed upper case.
  */
-import { readFile } from 'node:fs/promises';
 import { InvalidArgumentError } from '../errors.js';
 import { DEFAULT_CAPABILITIES } from './infra.js';
 
@@ -60,9 +59,6 @@ export const KNOWN_CAPABILITIES: readonly string[] = [
   'CAP_CHECKPOINT_RESTORE',
 ];
 
-const CAP_LAST_CAP_PATH = '/proc/sys/kernel/cap_last_cap';
-const STATUS_PATH = '/proc/self/status';
-
 /** The capabilities a kernel whose highest capability number is `lastCap` knows. */
 export function capabilitiesUpTo(lastCap: number): string[] {
   return KNOWN_CAPABILITIES.slice(0, Math.max(0, Math.trunc(lastCap) + 1));
@@ -74,22 +70,17 @@ export function capabilitiesInMask(mask: bigint): string[] {
 }
 
 /**
- * What "all capabilities" can mean here: those this kernel knows (cap_last_cap) that are also in
- * berth's own bounding set, which runc inherits. A capability withheld from the daemon (this VM
+ * What "all capabilities" can mean here: those this kernel knows (`lastCapText`, the text of
+ * /proc/sys/kernel/cap_last_cap) that are also in berth's own bounding set (`statusText`, its
+ * /proc/self/status), which runc inherits. A capability withheld from the daemon (this VM
  * withholds CAP_SYS_RESOURCE) cannot be given to a container: asking for it fails the create with
- * "unable to apply caps". Unreadable files do not narrow the list.
+ * "unable to apply caps". An empty or unreadable text does not narrow the list. The files are
+ * read once at start-up (src/host/features.ts).
  */
-export async function allCapabilities(
-  lastCapPath = CAP_LAST_CAP_PATH,
-  statusPath = STATUS_PATH,
-): Promise<string[]> {
-  const [lastText, status] = await Promise.all([
-    readFile(lastCapPath, 'utf8').catch(() => ''),
-    readFile(statusPath, 'utf8').catch(() => ''),
-  ]);
-  const last = Number.parseInt(lastText.trim(), 10);
+export function heldCapabilities(lastCapText: string, statusText: string): string[] {
+  const last = Number.parseInt(lastCapText.trim(), 10);
   const known = Number.isInteger(last) && last >= 0 ? capabilitiesUpTo(last) : [...KNOWN_CAPABILITIES];
-  const bounding = /^CapBnd:\s*([0-9a-fA-F]+)\s*$/m.exec(status)?.[1];
+  const bounding = /^CapBnd:\s*([0-9a-fA-F]+)\s*$/m.exec(statusText)?.[1];
   if (bounding === undefined) return known;
   const held = new Set(capabilitiesInMask(BigInt(`0x${bounding}`)));
   return known.filter((c) => held.has(c));

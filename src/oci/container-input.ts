@@ -5,7 +5,7 @@
  */
 import type { PodUserNamespace } from './userns.js';
 import type { CapabilityRequest, ContainerCapabilities } from './capabilities.js';
-import type { BindMount } from './mounts.js';
+import type { SourcedMount } from './mounts.js';
 import type { LinuxDevice, LinuxDeviceCgroup, Seccomp } from './spec.js';
 import type { ResolvedUser } from './user.js';
 
@@ -154,8 +154,8 @@ export interface ContainerSpecInput {
   devices: LinuxDevice[];
   /** Cgroup allow rules for the configured devices (unused when privileged: all are allowed). */
   deviceRules: LinuxDeviceCgroup[];
-  /** CRI mounts with host paths resolved (src/oci/mounts.ts). */
-  mounts: readonly BindMount[];
+  /** CRI mounts with host paths and their host propagation looked up (src/container/mount-sources.ts). */
+  mounts: readonly SourcedMount[];
   /**
    * containerCapabilities() of src/oci/capabilities.ts, with what privileged and "ALL" mean taken
    * from allCapabilities(): what this kernel knows and berth itself holds. Required: a capability

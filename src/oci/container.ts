@@ -11,7 +11,13 @@ import { posix } from 'node:path';
 import { InvalidArgumentError } from '../errors.js';
 import { DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS, infraMounts } from './infra.js';
 import { joinUserNamespace, mappingsOf } from './userns.js';
-import { recursiveReadOnlyProblem, type BindMount, type MountPropagation } from './mounts.js';
+import {
+  recursiveReadOnlyProblem,
+  requireSourcePropagation,
+  type BindMount,
+  type MountPropagation,
+  type SourcedMount,
+} from './mounts.js';
 import {
   OCI_VERSION,
   type Linux,
@@ -272,10 +278,14 @@ const PROPAGATION_OPTION: Readonly<Record<MountPropagation, string>> = {
 };
 
 /** Bind mounts sorted by depth (stable), so a mount never hides one inside it. */
-export function criMounts(mounts: readonly BindMount[]): Mount[] {
+export function criMounts(mounts: readonly SourcedMount[]): Mount[] {
   const out = mounts.map((m, i): { depth: number; i: number; mount: Mount } => {
+    requireSourcePropagation(m, i);
     const destination = cleanPath(m.containerPath);
     const options = ['rbind', PROPAGATION_OPTION[m.propagation], m.readonly ? 'ro' : 'rw'];
+    // runc applies these to the bind itself: a single-layer volume is the layer's dir, on no mount
+    // of berth's own that could carry them.
+    if (m.image) options.push('nosuid', 'nodev');
     if (m.recursiveReadOnly) {
       // Checked here too, for callers that did not come through the CRI edge.
       const problem = recursiveReadOnlyProblem(m);

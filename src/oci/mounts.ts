@@ -1,14 +1,9 @@
 /**
- * The host side of a container's CRI mounts: real source paths, and host mounts whose propagation
- * lets the asked-for HOST_TO_CONTAINER or BIDIRECTIONAL propagation work at all. A container's
- * mount namespace is a copy of the host's; only a mount that is shared on the host when that copy
- * is made has a peer in the container to receive (or send) mounts.
+ * A container's CRI mounts as the spec reads them, and the rules they must keep. What the host
+ * holds (real source paths, the propagation of the host mount a source sits on) is looked up by
+ * the caller (src/container/mount-sources.ts) and comes in as input: nothing here touches the host.
  */
-import { mkdir, realpath } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
-import { FailedPreconditionError, InvalidArgumentError } from '../errors.js';
-import { mountContaining, readMountInfo, type MountInfoEntry } from '../mounts/mountinfo.js';
-import { changePropagation, MountFlags } from '../mounts/syscalls.js';
+import { FailedPreconditionError } from '../errors.js';
 
 /** CRI MountPropagation: PRIVATE, HOST_TO_CONTAINER (rslave), BIDIRECTIONAL (rshared). */
 export type MountPropagation = 'PRIVATE' | 'HOST_TO_CONTAINER' | 'BIDIRECTIONAL';
@@ -23,6 +18,11 @@ export interface BindMount {
   /** Read-only all the way down (submounts too); needs readonly and PRIVATE propagation. */
   recursiveReadOnly: boolean;
   propagation: MountPropagation;
+  /**
+   * Set for an image volume (KEP-4639): the image's files, which are bound nosuid and nodev, so
+   * that a setuid binary or a device node an image holds grants a container nothing.
+   */
+  image?: { reference: string } | null;
 }
 
 /**
@@ -38,110 +38,40 @@ export function recursiveReadOnlyProblem(
   return m.propagation === 'PRIVATE' ? null : 'requires PROPAGATION_PRIVATE';
 }
 
-export interface ResolvedMount extends BindMount {
+/**
+ * The propagation of the host mount a source sits on, as /proc/self/mountinfo shows it: shared (a
+ * peer group), slave (receives from a master), or private (neither; unbindable counts as private).
+ */
+export type SourcePropagation = 'shared' | 'slave' | 'private';
+
+/** A CRI mount with what the host said of its source. */
+export interface SourcedMount extends BindMount {
+  /** The propagation of the host mount `hostPath` sits on. */
+  sourcePropagation: SourcePropagation;
+}
+
+export interface ResolvedMount extends SourcedMount {
   /** The real path (symlinks resolved) that is bind mounted. */
   hostPath: string;
   /** The host path as the request gave it, which ContainerStatus reports. */
   requestedHostPath: string;
 }
 
-export interface ResolvedMounts {
-  mounts: ResolvedMount[];
-  /** Host mount points this call made shared, for the caller to log. */
-  madeShared: string[];
-  /** The same as log lines. */
-  notes: string[];
-}
-
-export interface ResolveMountsOptions {
-  mountInfoPath?: string;
-  /** Directories (real paths) in which a missing source is never created: berth's own. */
-  noCreateUnder?: readonly string[];
-  /** Files (real paths) no container may mount: berth's database and socket. */
-  forbiddenSources?: readonly string[];
-}
-
-export async function resolveMounts(
-  mounts: readonly BindMount[],
-  opts: ResolveMountsOptions = {},
-): Promise<ResolvedMounts> {
-  const resolved: ResolvedMount[] = [];
-  for (const [i, m] of mounts.entries()) {
-    const hostPath = await realHostPath(m.hostPath, i, opts.noCreateUnder ?? []);
-    if (opts.forbiddenSources?.includes(hostPath)) {
-      throw new FailedPreconditionError(
-        `config.mounts[${i}].host_path: ${m.hostPath} is the container runtime's own ${hostPath}; it is never mounted into a container`,
-      );
-    }
-    resolved.push({ ...m, hostPath, requestedHostPath: m.hostPath });
-  }
-  const madeShared: string[] = [];
-  const propagating = resolved.filter((m) => m.propagation !== 'PRIVATE');
-  if (propagating.length > 0) {
-    let table = await readMountInfo(opts.mountInfoPath);
-    for (const m of propagating) {
-      const host = mountContaining(table, m.hostPath);
-      if (!host || propagationSatisfied(host, m.propagation)) continue;
-      await changePropagation(host.mountPoint, MountFlags.SHARED);
-      madeShared.push(host.mountPoint);
-      table = await readMountInfo(opts.mountInfoPath);
-    }
-  }
-  const notes = madeShared.map(
-    (mp) => `made host mount ${mp} shared, as mount propagation into or out of a container needs`,
-  );
-  return { mounts: resolved, madeShared, notes };
-}
-
 /**
- * The source as a real path. A missing one is created as a directory, as containerd and kubelet's
- * hostPath DirectoryOrCreate expect of the runtime.
+ * A container's mount namespace is a copy of the host's: only a source on a shared host mount has
+ * a peer in the container to send mounts to the host (BIDIRECTIONAL), and only one on a shared or
+ * slave mount receives the host's later mounts (HOST_TO_CONTAINER). berth never changes the host's
+ * propagation to make a request work (one request could make the node's / shared): as containerd
+ * and CRI-O do, it refuses. FailedPreconditionError naming the mount and both propagations.
  */
-async function realHostPath(hostPath: string, i: number, noCreateUnder: readonly string[]): Promise<string> {
-  const field = `config.mounts[${i}].host_path`;
-  try {
-    return await realpath(hostPath);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw pathError(field, hostPath, err);
-  }
-  // Where the nearest existing ancestor really is decides, so a symlink cannot smuggle it in.
-  const real = await realAncestor(hostPath);
-  const owner = noCreateUnder.find((dir) => real === dir || real.startsWith(`${dir}/`));
-  if (owner !== undefined) {
-    throw new FailedPreconditionError(
-      `${field}: ${hostPath} does not exist and would be created inside the container runtime's own ${owner}`,
-    );
-  }
-  try {
-    await mkdir(hostPath, { recursive: true, mode: 0o755 });
-    return await realpath(hostPath);
-  } catch (err) {
-    // A dangling symlink lands here (mkdir finds the link): its target is not ours to invent.
-    throw pathError(field, hostPath, err);
-  }
-}
-
-/** The real path `path` would have: its nearest existing ancestor resolved, the rest appended. */
-async function realAncestor(path: string): Promise<string> {
-  const rest: string[] = [];
-  for (let dir = path; ; dir = dirname(dir)) {
-    const real = await realpath(dir).catch(() => null);
-    if (real !== null) return join(real, ...rest.reverse());
-    if (dir === dirname(dir)) return path;
-    rest.push(basename(dir));
-  }
-}
-
-function pathError(field: string, hostPath: string, err: unknown): InvalidArgumentError {
-  const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-  return new InvalidArgumentError(field, `${hostPath}: ${code}`);
-}
-
-/** BIDIRECTIONAL needs a shared host mount; HOST_TO_CONTAINER a shared or slave one. */
-export function propagationSatisfied(entry: MountInfoEntry, propagation: MountPropagation): boolean {
-  const shared = entry.optionalFields.some((f) => f.startsWith('shared:'));
-  if (propagation === 'BIDIRECTIONAL') return shared;
-  if (propagation === 'HOST_TO_CONTAINER')
-    return shared || entry.optionalFields.some((f) => f.startsWith('master:'));
-  return true;
+export function requireSourcePropagation(m: SourcedMount, i: number): void {
+  const ok =
+    m.propagation === 'PRIVATE' ||
+    m.sourcePropagation === 'shared' ||
+    (m.propagation === 'HOST_TO_CONTAINER' && m.sourcePropagation === 'slave');
+  if (ok) return;
+  const needs = m.propagation === 'BIDIRECTIONAL' ? 'a shared' : 'a shared or slave';
+  throw new FailedPreconditionError(
+    `config.mounts[${i}]: propagation ${m.propagation} of ${m.containerPath} (host path ${m.hostPath}) needs ${needs} host mount, and the mount it is on is ${m.sourcePropagation}`,
+  );
 }

@@ -2,6 +2,7 @@ import type { CgroupManager } from '../cgroups/index.js';
 import type { Cni } from '../cni/index.js';
 import type { BerthConfig } from '../config/types.js';
 import type { LifecycleEvents } from '../events/lifecycle.js';
+import type { HostFeatures } from '../host/features.js';
 import type { Logger } from '../log.js';
 import type { KeyedLock } from '../operation/lock.js';
 import type { Store } from '../store/index.js';
@@ -24,6 +25,8 @@ export interface SandboxServiceDeps {
   runtimes: RuntimeHandlers;
   logger: Logger;
   infraRootfs: string;
+  /** berthd's own oom_score_adj, the floor of the infra's (probed once at start-up). */
+  host: Pick<HostFeatures, 'process'>;
   containers?: PodContainers;
   /** Shared with the container service: a pod being stopped or removed takes no new container. */
   pods: PodGate;

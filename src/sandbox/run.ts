@@ -306,7 +306,7 @@ export class SandboxRun {
         runAsGroup: spec.security.runAsGroup ?? 0,
         supplementalGroups: spec.security.supplementalGroups,
         privileged: spec.security.privileged,
-        oomScoreAdj: clampOomScoreAdj(INFRA_OOM_SCORE_ADJ),
+        oomScoreAdj: clampOomScoreAdj(INFRA_OOM_SCORE_ADJ, this.deps.host.process.oomScoreAdj),
         userns: podNamespacePaths(sandbox).user ?? null,
         annotations: {
           'io.kubernetes.cri.container-type': 'sandbox',

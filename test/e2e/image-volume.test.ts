@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { containerDir } from '../../src/imagestore/rootfs.js';
+import { parseMountInfo, topMount } from '../../src/mounts/mountinfo.js';
 import { PAUSE_BEFORE_STEP_ENV, podConfig, TestDaemon } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
 import { buildLayer, busyboxLayer, pushImage, type PushedImage } from '../harness/images.js';
@@ -115,6 +116,12 @@ describe('image volumes', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     for (const path of ['/iv/data/x', '/sub/x', '/single/x']) {
       assert.match(await sh(id, `touch ${path}`), /Read-only file system/, path);
     }
+    // An image's setuid binaries and device nodes grant nothing: each volume is nosuid and nodev.
+    const table = parseMountInfo(await sh(id, 'cat /proc/self/mountinfo'));
+    for (const path of ['/iv', '/sub', '/single', '/file']) {
+      const options = (topMount(table, path)?.mountOptions ?? '').split(',');
+      for (const flag of ['ro', 'nosuid', 'nodev']) assert.ok(options.includes(flag), `${path}: ${flag}`);
+    }
     // kubelet finds its volumes in the status by the image they name.
     const mounts = (await containerStatus(daemon.cri, id)).mounts as {
       container_path: string;
@@ -180,6 +187,12 @@ describe('image volumes', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     );
     for (const path of ['/iv/data/x', '/sub/x', '/single/x']) {
       assert.match(await sh(id, `touch ${path}`), /Read-only file system/, path);
+    }
+    // An image's setuid binaries and device nodes grant nothing: each volume is nosuid and nodev.
+    const table = parseMountInfo(await sh(id, 'cat /proc/self/mountinfo'));
+    for (const path of ['/iv', '/sub', '/single', '/file']) {
+      const options = (topMount(table, path)?.mountOptions ?? '').split(',');
+      for (const flag of ['ro', 'nosuid', 'nodev']) assert.ok(options.includes(flag), `${path}: ${flag}`);
     }
     const dir = containerDir(id, daemon.rootDir);
     assert.ok(

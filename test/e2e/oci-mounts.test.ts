@@ -1,7 +1,7 @@
 /**
  * Container specs from buildContainerSpec under a real runc: joining a real infra's namespaces,
- * the RuntimeDefault seccomp profile, and CRI mount propagation through host mounts that
- * resolveMounts had to make shared. Needs root.
+ * the RuntimeDefault seccomp profile, and CRI mount propagation through host mounts that are
+ * shared or slave, and its refusal (the host left as it was) where they are private. Needs root.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,12 +11,13 @@ import { join } from 'node:path';
 import type { ContainerMount, ContainerSecurity, ContainerSpec } from '../../src/model/container.js';
 import { run } from '../../src/exec.js';
 import { mountContaining, parseMountInfo } from '../../src/mounts/mountinfo.js';
-import { allCapabilities, containerCapabilities } from '../../src/oci/capabilities.js';
+import { probeOwnProcess } from '../../src/host/features.js';
+import { containerCapabilities } from '../../src/oci/capabilities.js';
 import { buildContainerSpec } from '../../src/oci/container.js';
 import type { ContainerSpecInput } from '../../src/oci/container-input.js';
 import { hostDevices } from '../../src/oci/devices.js';
 import { buildInfraSpec } from '../../src/oci/infra.js';
-import { resolveMounts } from '../../src/oci/mounts.js';
+import { resolveMounts } from '../../src/container/mount-sources.js';
 import { clampOomScoreAdj } from '../../src/oci/oom.js';
 import { Runc } from '../../src/runtime/runc.js';
 import { defaultSeccompProfile } from '../../src/oci/seccomp.js';
@@ -31,13 +32,22 @@ const base = `/run/berth-test-mounts-${suffix}`;
 const cgroupParent = `/berth-test-mounts-${suffix}`;
 const rootfs = join(base, 'rootfs');
 const files = join(base, 'sandbox');
-/** tmpfs volumes, each made private first so that resolveMounts has to make it shared. */
-const volumes = [join(base, 'vol-bidi'), join(base, 'vol-slave'), join(base, 'vol-rro')];
+/** tmpfs volumes, by the propagation each is given: a test's mounts are on the one it needs. */
+const volumes = {
+  private: join(base, 'vol-private'),
+  bidi: join(base, 'vol-bidi'),
+  h2c: join(base, 'vol-h2c'),
+  master: join(base, 'vol-master'),
+  rro: join(base, 'vol-rro'),
+};
+/** A bind of volumes.master made a slave of it: it receives what is mounted there. */
+const slave = join(base, 'vol-slave');
 const T = 15_000;
 const runc = new Runc({ binary: 'runc', root: join(base, 'runc'), systemdCgroup: false, timeoutMs: T });
 const ids: string[] = [];
 const infraId = `berth-mounts-infra-${suffix}`;
 let infraPid = 0;
+const own = await probeOwnProcess();
 
 const APPLETS = [
   'sh',
@@ -61,17 +71,21 @@ before(async () => {
   await writeFile(join(files, 'hostname'), 'pod-host\n');
   await writeFile(join(files, 'resolv.conf'), 'nameserver 127.0.0.1\n');
   await writeFile(join(files, 'hosts'), '127.0.0.1\tlocalhost\n');
-  for (const vol of volumes) {
+  const shared = new Set([volumes.bidi, volumes.h2c, volumes.master]);
+  for (const vol of Object.values(volumes)) {
     await mkdir(vol);
     await run('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', vol], { timeoutMs: T });
-    await run('mount', ['--make-private', vol], { timeoutMs: T });
+    await run('mount', [shared.has(vol) ? '--make-shared' : '--make-private', vol], { timeoutMs: T });
   }
+  await mkdir(slave);
+  await run('mount', ['--bind', volumes.master, slave], { timeoutMs: T });
+  await run('mount', ['--make-slave', slave], { timeoutMs: T });
   infraPid = await startInfra();
 });
 
 after(async () => {
   for (const id of [...ids, infraId]) await runc.delete(id, { force: true }).catch(() => undefined);
-  for (const vol of volumes) {
+  for (const vol of [slave, ...Object.values(volumes)]) {
     await run('umount', ['--recursive', '--lazy', vol], { timeoutMs: T }).catch(() => undefined);
   }
   await rm(base, { recursive: true, force: true });
@@ -89,7 +103,7 @@ async function startInfra(): Promise<number> {
     sysctls: {},
     cgroupsPath: `${cgroupParent}/${infraId}`,
     privileged: false,
-    oomScoreAdj: clampOomScoreAdj(0),
+    oomScoreAdj: clampOomScoreAdj(0, own.oomScoreAdj),
     annotations: {},
   });
   if (!spec.process || !spec.linux?.namespaces) throw new Error('infra spec without process');
@@ -139,8 +153,8 @@ async function specFor(
 ): Promise<Spec> {
   const sec = spec.security;
   const user = await resolveUser(rootfs, sec, undefined);
-  const { mounts } = await resolveMounts(spec.mounts);
-  const capabilities = containerCapabilities(sec, await allCapabilities());
+  const mounts = await resolveMounts(spec.mounts);
+  const capabilities = containerCapabilities(sec, own.capabilities);
   ids.push(id);
   return buildContainerSpec({
     containerId: id,
@@ -163,7 +177,7 @@ async function specFor(
       hosts: join(files, 'hosts'),
     },
     cgroupsPath: `${cgroupParent}/${id}`,
-    oomScoreAdj: clampOomScoreAdj(0),
+    oomScoreAdj: clampOomScoreAdj(0, own.oomScoreAdj),
     seccomp: sec.privileged ? null : defaultSeccompProfile(capabilities.set),
     apparmorProfile: null,
     devices: sec.privileged ? await hostDevices() : [],
@@ -252,23 +266,38 @@ test('the RuntimeDefault seccomp profile loads, allows ordinary work and denies 
   assert.match(control, /^Seccomp:\s+0$/m);
 });
 
-test('BIDIRECTIONAL: a mount made in a privileged container appears on the host', async () => {
-  const vol = volumes[0] ?? '';
+test('BIDIRECTIONAL and HOST_TO_CONTAINER on a private host mount are refused, and it stays private', async () => {
+  const vol = volumes.private;
+  await mkdir(join(vol, 'data'));
+  for (const propagation of ['BIDIRECTIONAL', 'HOST_TO_CONTAINER'] as const) {
+    const m = mount('/vol', join(vol, 'data'), { propagation });
+    await assert.rejects(resolveMounts([mount('/ok', vol), m]), (err: Error) => {
+      assert.equal(err.name, 'FailedPreconditionError');
+      assert.match(err.message, /^config\.mounts\[1\]: /);
+      assert.ok(err.message.includes(`${propagation} of /vol (host path ${join(vol, 'data')})`), err.message);
+      assert.match(err.message, /the mount it is on is private$/);
+      return true;
+    });
+  }
+  assert.deepEqual(await mountInfoFor(vol), [], 'the volume is still private');
+});
+
+test('BIDIRECTIONAL on a shared host mount: a mount made in a privileged container appears on the host', async () => {
+  const vol = volumes.bidi;
   await mkdir(join(vol, 'data'));
   const link = join(base, 'bidi-link');
   await symlink(join(vol, 'data'), link);
-  assert.deepEqual(await mountInfoFor(vol), [], 'the volume starts private');
+  const sharedBefore = await mountInfoFor(vol);
+  assert.ok(
+    sharedBefore.some((f) => f.startsWith('shared:')),
+    'the volume is shared',
+  );
 
   const m = mount('/vol', link, { propagation: 'BIDIRECTIONAL' });
   const resolved = await resolveMounts([m]);
-  assert.equal(resolved.mounts[0]?.hostPath, join(vol, 'data'), 'the symlink is resolved');
-  assert.equal(resolved.mounts[0]?.requestedHostPath, link);
-  assert.deepEqual(resolved.madeShared, [vol]);
-  assert.ok(
-    (await mountInfoFor(vol)).some((f) => f.startsWith('shared:')),
-    'now shared',
-  );
-  assert.deepEqual((await resolveMounts([m])).madeShared, [], 'idempotent');
+  assert.equal(resolved[0]?.hostPath, join(vol, 'data'), 'the symlink is resolved');
+  assert.equal(resolved[0]?.requestedHostPath, link);
+  assert.equal(resolved[0]?.sourcePropagation, 'shared');
 
   const id = `berth-mounts-bidi-${suffix}`;
   const script = 'mkdir -p /vol/sub && mount -t tmpfs tmpfs /vol/sub && echo from-container > /vol/sub/file';
@@ -277,6 +306,7 @@ test('BIDIRECTIONAL: a mount made in a privileged container appears on the host'
   assert.equal(spec.linux?.rootfsPropagation, 'rshared');
   await runOnce(id, spec);
   assert.equal(await readFile(join(vol, 'data', 'sub', 'file'), 'utf8'), 'from-container\n');
+  assert.deepEqual(await mountInfoFor(vol), sharedBefore, 'its propagation as it was');
 });
 
 test('privileged spec: all capabilities and host devices', async () => {
@@ -296,8 +326,8 @@ test('privileged spec: all capabilities and host devices', async () => {
     assert.match(out, new RegExp(`^${name}$`, 'm'), `/dev/${name} in the container`);
 });
 
-test('HOST_TO_CONTAINER sees later host mounts; PRIVATE does not', async () => {
-  const vol = volumes[1] ?? '';
+test('HOST_TO_CONTAINER on a shared host mount sees later host mounts; PRIVATE does not', async () => {
+  const vol = volumes.h2c;
   await mkdir(join(vol, 'h2c'));
   const missing = join(vol, 'priv', 'made', 'by', 'resolve');
   const mounts = [
@@ -307,10 +337,6 @@ test('HOST_TO_CONTAINER sees later host mounts; PRIVATE does not', async () => {
   const id = `berth-mounts-h2c-${suffix}`;
   const spec = await specFor(id, commandSpec(['sleep', '1000'], { mounts }));
   assert.equal(spec.linux?.rootfsPropagation, 'rslave');
-  assert.ok(
-    (await mountInfoFor(vol)).some((f) => f.startsWith('shared:')),
-    'made shared by resolveMounts',
-  );
   assert.deepEqual(await readdir(missing), [], 'a missing host path is created');
 
   const bundle = await writeBundle(bundleDir(id), spec);
@@ -327,8 +353,30 @@ test('HOST_TO_CONTAINER sees later host mounts; PRIVATE does not', async () => {
   await runc.delete(id, { force: true });
 });
 
+test('HOST_TO_CONTAINER on a slave host mount receives what its master gets', async () => {
+  await mkdir(join(volumes.master, 'h2c'));
+  const m = mount('/h2c', join(slave, 'h2c'), { propagation: 'HOST_TO_CONTAINER' });
+  assert.equal((await resolveMounts([m]))[0]?.sourcePropagation, 'slave');
+  const id = `berth-mounts-slave-${suffix}`;
+  const spec = await specFor(id, commandSpec(['sleep', '1000'], { mounts: [m] }));
+  const bundle = await writeBundle(bundleDir(id), spec);
+  await runc.create(id, bundle, join(bundle, 'init.pid'));
+  await runc.start(id);
+  const late = join(volumes.master, 'h2c', 'late');
+  await mkdir(late);
+  await run('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', late], { timeoutMs: T });
+  await writeFile(join(late, 'file'), 'from-master\n');
+  assert.equal(await execIn(id, ['cat', '/h2c/late/file']), 'from-master\n');
+  assert.deepEqual(
+    (await mountInfoFor(slave)).filter((f) => f.startsWith('shared:')),
+    [],
+    'the slave was not made shared',
+  );
+  await runc.delete(id, { force: true });
+});
+
 test('recursive read-only: a submount of a readonly mount is read-only too with rro, not without', async () => {
-  const vol = volumes[2] ?? '';
+  const vol = volumes.rro;
   await mkdir(join(vol, 'sub'));
   await run('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', join(vol, 'sub')], { timeoutMs: T });
   const mounts = [

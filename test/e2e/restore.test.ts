@@ -3,8 +3,10 @@
  * archive made from one of its running containers with runc and criu (test/harness/
  * checkpoint-archive.ts), the restore done by conmon and runc at StartContainer into a NEW pod with
  * another IP. The restores need a criu that works on this kernel (the Debian 13 VM has one; the
- * Debian 12 host's fails `criu check`): without one they skip, saying why. The archive checks need
- * no criu and run everywhere. Needs root. Traffic goes only to the test's own pods' addresses.
+ * Debian 12 host's fails `criu check`): without one CreateContainer of an archive is refused,
+ * which the host asserts, and the restores skip, saying why. The archive checks, and the checks of
+ * the archive's user against the request's, come first, need no criu and run everywhere. Needs
+ * root. Traffic goes only to the test's own pods' addresses.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
@@ -134,6 +136,25 @@ describe(
           /escapes/,
         ],
         [
+          'has a member claiming more than the file holds',
+          () => archiveOf(imageRef()).subarray(0, 3 * 512 + 100),
+          /truncated/,
+        ],
+        [
+          'has a truncated rootfs-diff.tar',
+          () => archiveOf(imageRef(), rootfsDiff(tarball([BIG_FILE]).subarray(0, 1024))),
+          /member rootfs-diff\.tar: .*"big".*truncated/,
+        ],
+        [
+          'has a rootfs-diff.tar leading out with ".."',
+          () =>
+            archiveOf(
+              imageRef(),
+              rootfsDiff(tarball([{ type: 'file', path: 'a/../../../escaped', content: 'x' }])),
+            ),
+          /member rootfs-diff\.tar: .*escapes/,
+        ],
+        [
           'holds a symlink',
           () =>
             archiveOf(imageRef(), { type: 'symlink', path: 'checkpoint/core-1.img', target: '/etc/shadow' }),
@@ -183,7 +204,67 @@ describe(
         await assertNothingLeft(d);
       });
 
+      test('an archive of uid 0 and groups 0,6,42 for a request of run_as_user 1000: INVALID_ARGUMENT naming run_as_user and both uids, nothing left behind', async () => {
+        const d = daemon();
+        const pod = badPod();
+        const path = join(workDir, 'root-user.tar');
+        await writeFile(
+          path,
+          tarball([configDump(imageRef()), specDump(ROOT_USER), { type: 'dir', path: 'checkpoint' }]),
+        );
+        const err = await rejectsWith(
+          createContainer(
+            d.cri,
+            pod,
+            containerConfig('restored', path, {
+              linux: { security_context: { run_as_user: { value: 1000 } } },
+            }),
+          ),
+          status.INVALID_ARGUMENT,
+          'config.linux.security_context.run_as_user',
+        );
+        assert.match(err.details, /uid 0 \(spec\.dump\), the request asks for uid 1000/);
+        await assertNothingLeft(d);
+      });
+
+      test('the same archive as a checkpoint image: refused alike', async () => {
+        const d = daemon();
+        const pod = badPod();
+        const image = await checkpointImage(
+          d,
+          tarball([configDump(imageRef()), specDump(ROOT_USER), { type: 'dir', path: 'checkpoint' }]),
+        );
+        await rejectsWith(
+          createContainer(
+            d.cri,
+            pod,
+            containerConfig('restored', image, {
+              linux: { security_context: { run_as_user: { value: 1000 } } },
+            }),
+          ),
+          status.INVALID_ARGUMENT,
+          'config.linux.security_context.run_as_user',
+        );
+        await assertNothingLeft(d);
+      });
+
+      test("on a node whose criu cannot restore: FAILED_PRECONDITION at CreateContainer with criu's reason, nothing copied", async (t) => {
+        if (!noCriu) return t.skip('criu can restore here');
+        const d = daemon();
+        const pod = badPod();
+        const path = join(workDir, 'no-criu.tar');
+        await writeFile(path, archiveOf(imageRef()));
+        const err = await rejectsWith(createRestored(d, pod, path), status.FAILED_PRECONDITION, /criu/);
+        assert.match(
+          err.details,
+          /cannot restore checkpoint .*: criu .* cannot restore on this host: criu check failed/,
+        );
+        await assertNothingLeft(d);
+      });
+
       test('a restored container waits CREATED for its start, across monitor checks and a restart; a failed restore leaves it EXITED', async (t) => {
+        // Where criu cannot restore, CreateContainer refuses (the test above).
+        if (noCriu) return t.skip(noCriu);
         const d = daemon();
         const pod = await podFor(t, d, 'fails');
         // Valid as an archive, but its checkpoint/ holds only what runc reads before it runs criu:
@@ -206,7 +287,7 @@ describe(
         assert.equal(ended.state, 'CONTAINER_EXITED');
         assert.equal(ended.reason, 'StartError');
         assert.match(ended.message, /^conmon: restore container /);
-        if (!noCriu) assert.match(ended.message, /criu's restore\.log: /);
+        assert.match(ended.message, /criu's restore\.log: /);
         const dir = join(d.rootDir, 'containers', id);
         assert.deepEqual(
           (await readdir(dir)).filter((name) => name === 'restore-work'),
@@ -372,10 +453,19 @@ function configDump(image: string): LayerEntry {
   return { type: 'file', path: 'config.dump', content: JSON.stringify(config) };
 }
 
-function specDump(): LayerEntry {
+/** A member of 2000 bytes: a tar cut after its first block of data ends inside it. */
+const BIG_FILE: LayerEntry = { type: 'file', path: 'big', content: 'b'.repeat(2000) };
+/** What a process of a privileged image ran as. */
+const ROOT_USER = { uid: 0, gid: 0, additionalGids: [0, 6, 42], umask: 0 };
+
+function rootfsDiff(tar: Buffer): LayerEntry {
+  return { type: 'file', path: 'rootfs-diff.tar', content: tar };
+}
+
+function specDump(user?: object): LayerEntry {
   const spec = {
     ociVersion: '1.0.2',
-    process: { args: ['sh'], cwd: '/' },
+    process: { args: ['sh'], cwd: '/', ...(user ? { user } : {}) },
     root: { path: 'rootfs' },
     linux: {},
   };

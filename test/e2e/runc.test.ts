@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { run } from '../../src/exec.js';
 import { createPinnedNetns, isMounted, prepareNetnsDir, removeNetns } from '../../src/netns/index.js';
 import { buildInfraSpec, ensureInfraRootfs, type InfraSpecOptions } from '../../src/oci/infra.js';
+import { probeOwnProcess } from '../../src/host/features.js';
 import { clampOomScoreAdj } from '../../src/oci/oom.js';
 import { Runc } from '../../src/runtime/runc.js';
 import { waitForRuncStatus, writeBundle } from '../harness/bundles.js';
@@ -23,6 +24,8 @@ const T = 10_000;
 const runc = new Runc({ binary: 'runc', root: join(base, 'runc'), systemdCgroup: false, timeoutMs: T });
 
 let rootfs = '';
+/** berthd's probe of its own process, here the test's. */
+const own = await probeOwnProcess();
 let netns = '';
 
 function specOptions(over: Partial<InfraSpecOptions> = {}): InfraSpecOptions {
@@ -35,7 +38,7 @@ function specOptions(over: Partial<InfraSpecOptions> = {}): InfraSpecOptions {
     sysctls: { 'net.ipv4.ip_forward': '1' },
     cgroupsPath: `/berth-test/${id}`,
     privileged: false,
-    oomScoreAdj: clampOomScoreAdj(-998),
+    oomScoreAdj: clampOomScoreAdj(-998, own.oomScoreAdj),
     annotations: { 'io.kubernetes.cri.sandbox-id': id },
     ...over,
   };
@@ -88,7 +91,10 @@ test('infra container lifecycle in the pinned netns', async () => {
   assert.equal(await nsInode(`/proc/${pid}/ns/net`), await nsInode(netns), 'joined the pin');
   assert.notEqual(await nsInode(`/proc/${pid}/ns/pid`), await nsInode('/proc/self/ns/pid'));
   assert.equal(await readFile(`/proc/${pid}/cmdline`, 'utf8'), '/catatonit\0-P\0');
-  assert.equal(Number((await readFile(`/proc/${pid}/oom_score_adj`, 'utf8')).trim()), clampOomScoreAdj(-998));
+  assert.equal(
+    Number((await readFile(`/proc/${pid}/oom_score_adj`, 'utf8')).trim()),
+    clampOomScoreAdj(-998, own.oomScoreAdj),
+  );
   const { stdout } = await run('nsenter', [`--net=${netns}`, 'cat', '/proc/sys/net/ipv4/ip_forward'], {
     timeoutMs: T,
   });

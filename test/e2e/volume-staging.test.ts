@@ -56,6 +56,7 @@ describe('staging idmapped volumes', { skip: rootSkip }, () => {
       readonly: false,
       recursiveReadOnly: false,
       propagation: 'PRIVATE',
+      sourcePropagation: 'private',
     });
     const staged = await stageIdmappedMounts(
       [mount('/pods'), mount('/other'), mount('/plain')],

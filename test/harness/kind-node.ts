@@ -16,7 +16,7 @@ import { cp, mkdir, readdir, readFile, rm, symlink, writeFile } from 'node:fs/pr
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { run, type ExecResult } from '../../src/exec.js';
-import { allCapabilities } from '../../src/oci/capabilities.js';
+import { probeOwnProcess } from '../../src/host/features.js';
 import { infraMounts } from '../../src/oci/infra.js';
 import { killQuietly } from '../../src/process/index.js';
 import { removeCgroupTree } from './cgroups.js';
@@ -192,7 +192,7 @@ export class KindNode {
     const extraNode = process.execPath.startsWith('/usr/') ? [] : [nodeDir];
     for (const dir of extraNode) await mkdir(join(rootfs, dir), { recursive: true });
     // Privileged, as Docker makes kind's nodes: every capability the host lets root hold.
-    const capabilities = await allCapabilities();
+    const { capabilities } = await probeOwnProcess();
     await writeFile(join(this.bundle, 'config.json'), JSON.stringify(this.spec(extraNode, capabilities)));
   }
 

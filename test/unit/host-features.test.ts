@@ -5,18 +5,27 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 import { findProgram } from '../../src/exec.js';
 import {
   pageSizeName,
   probeAppArmor,
   probeHostFeatures,
+  probeOwnProcess,
   type AppArmorPaths,
 } from '../../src/host/features.js';
 import { fakeTreeMaker } from '../harness/files.js';
+import { containerCapabilities, KNOWN_CAPABILITIES } from '../../src/oci/capabilities.js';
+import { buildContainerSpec } from '../../src/oci/container.js';
+import type { ContainerSpecInput } from '../../src/oci/container-input.js';
+import { clampOomScoreAdj } from '../../src/oci/oom.js';
+import type { OwnProcess } from '../../src/host/features.js';
+import type { ContainerSpec } from '../../src/model/container.js';
+import { containerSecurity, containerSpec, sandboxSpec } from '../harness/container-spec.js';
 import type { SecurityProfile } from '../../src/oci/container-input.js';
 import { profileNameOf } from '../../src/host/apparmor.js';
 import { apparmorProfile } from '../../src/oci/apparmor.js';
@@ -51,6 +60,49 @@ test('probes this host: each feature answered, none claimed without asking', asy
   assert.equal(reason === null, overlayLower && tmpfs, `a reason exactly when something failed: ${reason}`);
   assert.ok(features.criu === null || /^\d+\.\d+/.test(features.criu.version));
   assert.deepEqual(JSON.parse(JSON.stringify(features)), features, 'JSON as shown by verbose Status');
+});
+
+test("berthd's own capabilities and oom_score_adj are probed once and the spec takes them as given", async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'berth-own-process-'));
+  try {
+    const paths = {
+      capLastCap: join(dir, 'cap_last_cap'),
+      status: join(dir, 'status'),
+      oomScoreAdj: join(dir, 'oom_score_adj'),
+    };
+    await writeFile(paths.capLastCap, '40\n');
+    // All but CAP_SYS_RESOURCE (24), as a VM that withholds it shows.
+    await writeFile(paths.status, 'Name:\tberthd\nCapBnd:\t000001fffeffffff\n');
+    await writeFile(paths.oomScoreAdj, '-500\n');
+    const own = await probeOwnProcess(paths);
+    assert.equal(own.oomScoreAdj, -500);
+    assert.ok(!own.capabilities.includes('CAP_SYS_RESOURCE'));
+    assert.equal(own.capabilities.length, 40);
+    // The files change; what was probed does not, and the spec is built from the probe alone.
+    await rm(dir, { recursive: true });
+    const spec = buildContainerSpec(
+      specInput(
+        containerSpec({ command: ['/bin/true'], security: containerSecurity({ privileged: true }) }),
+        own,
+      ),
+    );
+    assert.deepEqual(spec.process?.capabilities?.bounding, own.capabilities);
+    assert.equal(spec.process?.oomScoreAdj, -500);
+    assert.deepEqual(await probeOwnProcess(paths), {
+      capabilities: [...KNOWN_CAPABILITIES],
+      oomScoreAdj: null,
+    });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('the spec builders of capabilities, oom_score_adj and mounts read nothing of the host', async () => {
+  const oci = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'oci');
+  for (const name of ['capabilities.js', 'oom.js', 'mounts.js']) {
+    const text = await readFile(join(oci, name), 'utf8');
+    assert.doesNotMatch(text, /from ['"](node:)?fs|mounts\/(syscalls|mountinfo)/, name);
+  }
 });
 
 describe('probeAppArmor', () => {
@@ -167,3 +219,28 @@ describe("berth's default profile text", () => {
     assert.doesNotMatch(text, /signal \(send[^)]*\) peer=unconfined/, 'no signals out of the container');
   });
 });
+
+/** A container's spec input as src/container/prepare.ts makes it from the probed `own` process. */
+function specInput(spec: ContainerSpec, own: OwnProcess): ContainerSpecInput {
+  return {
+    containerId: 'c1',
+    sandboxId: 's1',
+    spec,
+    sandbox: sandboxSpec(),
+    image: { name: 'img', config: {} },
+    rootfsPath: '/rootfs',
+    user: { uid: 0, gid: 0, additionalGids: [] },
+    podNamespaces: { network: null, ipc: null, uts: null, pid: null },
+    targetPid: null,
+    sandboxFiles: { resolvConf: '', hostname: '', hosts: '' },
+    cgroupsPath: '/kubepods/c1',
+    cgroupNamespace: false,
+    oomScoreAdj: clampOomScoreAdj(-998, own.oomScoreAdj),
+    seccomp: null,
+    apparmorProfile: null,
+    devices: [],
+    deviceRules: [],
+    mounts: [],
+    capabilities: containerCapabilities(spec.security, own.capabilities),
+  };
+}

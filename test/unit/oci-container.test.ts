@@ -5,19 +5,25 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ContainerMount, ContainerSpec } from '../../src/model/container.js';
 import {
-  allCapabilities,
   capabilitiesInMask,
   capabilitiesUpTo,
   containerCapabilities,
   effectiveCapabilities,
+  heldCapabilities,
   KNOWN_CAPABILITIES,
   normalizeCapability,
 } from '../../src/oci/capabilities.js';
 import { buildContainerSpec, linuxResources, processArgs, processEnv } from '../../src/oci/container.js';
 import type { ContainerSpecInput } from '../../src/oci/container-input.js';
 import { deviceFromPath, hostDevices, splitDev } from '../../src/oci/devices.js';
-import { propagationSatisfied, resolveMounts } from '../../src/oci/mounts.js';
-import { mountContaining, parseMountInfo, type MountInfoEntry } from '../../src/mounts/mountinfo.js';
+import { resolveMounts } from '../../src/container/mount-sources.js';
+import type { SourcePropagation } from '../../src/oci/mounts.js';
+import {
+  mountContaining,
+  parseMountInfo,
+  propagationOf,
+  type MountInfoEntry,
+} from '../../src/mounts/mountinfo.js';
 import { DEFAULT_CAPABILITIES, DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS } from '../../src/oci/infra.js';
 import type { Mount } from '../../src/oci/spec.js';
 import { containerSecurity, containerSpec, sandboxSpec } from '../harness/container-spec.js';
@@ -48,7 +54,7 @@ function input(spec: ContainerSpec, over: Partial<ContainerSpecInput> = {}): Con
     devices: [],
     deviceRules: [],
     cgroupNamespace: false,
-    mounts: spec.mounts,
+    mounts: spec.mounts.map((m) => ({ ...m, sourcePropagation: 'shared' as const })),
     capabilities: containerCapabilities(spec.security, KNOWN_CAPABILITIES),
     ...over,
   };
@@ -233,28 +239,20 @@ test('capabilities: the spec takes the sets its caller worked out once, and work
   assert.deepEqual(out.process?.capabilities?.ambient, ['CAP_NET_RAW']);
 });
 
-test('capabilities: kernel list by cap_last_cap, names normalised', async () => {
+test('capabilities: kernel list by cap_last_cap, names normalised', () => {
   assert.equal(capabilitiesUpTo(37).length, 38);
   assert.equal(capabilitiesUpTo(37).at(-1), 'CAP_AUDIT_READ');
   assert.equal(capabilitiesUpTo(99).length, KNOWN_CAPABILITIES.length);
   assert.equal(normalizeCapability('net_raw'), 'CAP_NET_RAW');
   assert.equal(normalizeCapability('CAP_BPF'), 'CAP_BPF');
   assert.equal(normalizeCapability('WHAT'), null);
-  const dir = await mkdtemp(join(tmpdir(), 'berth-caps-'));
-  try {
-    await writeFile(join(dir, 'last'), '35\n');
-    const missing = join(dir, 'missing');
-    assert.equal((await allCapabilities(join(dir, 'last'), missing)).length, 36);
-    assert.deepEqual(await allCapabilities(missing, missing), [...KNOWN_CAPABILITIES]);
-    // Only what the daemon's own bounding set holds: here all but CAP_SYS_RESOURCE (24).
-    await writeFile(join(dir, 'status'), 'Name:\tberthd\nCapBnd:\t000001fffeffffff\nCapAmb:\t0\n');
-    const held = await allCapabilities(missing, join(dir, 'status'));
-    assert.equal(held.length, KNOWN_CAPABILITIES.length - 1);
-    assert.ok(!held.includes('CAP_SYS_RESOURCE'));
-    assert.deepEqual(capabilitiesInMask(0b101n), ['CAP_CHOWN', 'CAP_DAC_READ_SEARCH']);
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  assert.equal(heldCapabilities('35\n', '').length, 36);
+  assert.deepEqual(heldCapabilities('', ''), [...KNOWN_CAPABILITIES], 'unreadable files do not narrow');
+  // Only what the daemon's own bounding set holds: here all but CAP_SYS_RESOURCE (24).
+  const held = heldCapabilities('', 'Name:\tberthd\nCapBnd:\t000001fffeffffff\nCapAmb:\t0\n');
+  assert.equal(held.length, KNOWN_CAPABILITIES.length - 1);
+  assert.ok(!held.includes('CAP_SYS_RESOURCE'));
+  assert.deepEqual(capabilitiesInMask(0b101n), ['CAP_CHOWN', 'CAP_DAC_READ_SEARCH']);
 });
 
 // ---- namespaces
@@ -446,7 +444,11 @@ test('mounts: CRI mounts come parents first, with propagation and ro/rro options
 test('mounts: the sources are the resolved host paths, not the requested ones', () => {
   const spec = containerSpec({ mounts: [mount('/data', { hostPath: '/var/link-to-data' })] });
   const resolved = [
-    { ...mount('/data', { hostPath: '/srv/real-data' }), requestedHostPath: '/var/link-to-data' },
+    {
+      ...mount('/data', { hostPath: '/srv/real-data' }),
+      requestedHostPath: '/var/link-to-data',
+      sourcePropagation: 'private' as const,
+    },
   ];
   const out = buildContainerSpec(input(spec, { mounts: resolved }));
   assert.equal(dest(out.mounts, '/data')?.source, '/srv/real-data');
@@ -672,11 +674,38 @@ test('mountContaining picks the longest, topmost mount point; propagation needs 
   assert.equal(mountContaining(table, '/run/netns/a')?.mountId, 42);
   assert.equal(mountContaining(table, '/data two/y')?.mountId, 52);
   const byId = (id: number): MountInfoEntry => table.find((e) => e.mountId === id) as MountInfoEntry;
-  assert.equal(propagationSatisfied(byId(27), 'HOST_TO_CONTAINER'), false);
-  assert.equal(propagationSatisfied(byId(27), 'PRIVATE'), true);
-  assert.equal(propagationSatisfied(byId(50), 'HOST_TO_CONTAINER'), true);
-  assert.equal(propagationSatisfied(byId(50), 'BIDIRECTIONAL'), false);
-  assert.equal(propagationSatisfied(byId(52), 'BIDIRECTIONAL'), true);
+  assert.equal(propagationOf(byId(27)), 'private');
+  assert.equal(propagationOf(byId(42)), 'shared');
+  assert.equal(propagationOf(byId(50)), 'slave');
+  assert.equal(propagationOf(byId(52)), 'shared', 'shared and slave: it sends, so shared');
+});
+
+test('mounts: propagation needs a source on a shared (or, for HOST_TO_CONTAINER, slave) host mount', () => {
+  const built = (propagation: ContainerMount['propagation'], sourcePropagation: SourcePropagation): void => {
+    const m = { ...mount('/x', { propagation }), sourcePropagation };
+    buildContainerSpec(input(containerSpec({ mounts: [m] }), { mounts: [m] }));
+  };
+  for (const [propagation, source] of [
+    ['BIDIRECTIONAL', 'private'],
+    ['BIDIRECTIONAL', 'slave'],
+    ['HOST_TO_CONTAINER', 'private'],
+  ] as const) {
+    assert.throws(
+      () => built(propagation, source),
+      (err: Error) => {
+        assert.equal(err.name, 'FailedPreconditionError');
+        assert.match(err.message, /config\.mounts\[0\]/);
+        assert.match(err.message, new RegExp(`${propagation} of /x \\(host path /host/x\\)`));
+        assert.match(err.message, new RegExp(`is ${source}$`));
+        return true;
+      },
+      `${propagation} on ${source}`,
+    );
+  }
+  built('BIDIRECTIONAL', 'shared');
+  built('HOST_TO_CONTAINER', 'shared');
+  built('HOST_TO_CONTAINER', 'slave');
+  built('PRIVATE', 'private');
 });
 
 test('resolveMounts: symlinks resolved, missing sources created, private mounts left alone', async () => {
@@ -690,14 +719,18 @@ test('resolveMounts: symlinks resolved, missing sources created, private mounts 
       mount('/b', { hostPath: join(dir, 'new', 'dir') }),
     ]);
     assert.deepEqual(
-      got.mounts.map((m) => [m.hostPath, m.requestedHostPath]),
+      got.map((m) => [m.hostPath, m.requestedHostPath]),
       [
         [join(dir, 'real'), join(dir, 'link')],
         [join(dir, 'new', 'dir'), join(dir, 'new', 'dir')],
       ],
     );
     assert.equal(((await stat(join(dir, 'new', 'dir'))).mode & 0o777).toString(8), '755');
-    assert.deepEqual(got.madeShared, []);
+    assert.deepEqual(
+      got.map((m) => m.sourcePropagation),
+      ['private', 'private'],
+      'no table read for private mounts',
+    );
     await assert.rejects(
       resolveMounts([mount('/c'), mount('/d', { hostPath: join(dir, 'dangling', 'x') })]),
       {
@@ -733,7 +766,7 @@ test("resolveMounts: never creates a source in berth's own dirs, never mounts it
     );
     // An existing dir of berth's own may still be mounted (a node agent mounting / sees it anyway).
     const got = await resolveMounts([mount('/lib', { hostPath: root })], guard);
-    assert.equal(got.mounts[0]?.hostPath, root);
+    assert.equal(got[0]?.hostPath, root);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

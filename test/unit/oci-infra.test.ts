@@ -10,7 +10,7 @@ import {
   type InfraSpecOptions,
 } from '../../src/oci/infra.js';
 import { hasInterpreter } from '../../src/oci/elf.js';
-import { clampOomScoreAdj } from '../../src/oci/oom.js';
+import { clampOomScoreAdj, parseOomScoreAdj } from '../../src/oci/oom.js';
 import { readLoggedErrors } from '../../src/runtime/runc.js';
 
 function options(over: Partial<InfraSpecOptions> = {}): InfraSpecOptions {
@@ -89,22 +89,16 @@ test('defaults, sysctls, cgroups path and annotations pass through', () => {
   assert.deepEqual(spec.annotations, { a: 'b' });
 });
 
-test('clampOomScoreAdj never goes below our own value', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'berth-oom-'));
-  try {
-    const own = join(dir, 'oom_score_adj');
-    await writeFile(own, '-500\n');
-    assert.equal(clampOomScoreAdj(-998, own), -500);
-    assert.equal(clampOomScoreAdj(-500, own), -500);
-    assert.equal(clampOomScoreAdj(100, own), 100);
-    assert.equal(clampOomScoreAdj(5000, own), 1000);
-    await writeFile(own, '0\n');
-    assert.equal(clampOomScoreAdj(-998, own), 0);
-    // Unknown floor: only the kernel's range applies.
-    assert.equal(clampOomScoreAdj(-2000, join(dir, 'missing')), -1000);
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+test('clampOomScoreAdj never goes below our own value', () => {
+  assert.equal(clampOomScoreAdj(-998, -500), -500);
+  assert.equal(clampOomScoreAdj(-500, -500), -500);
+  assert.equal(clampOomScoreAdj(100, -500), 100);
+  assert.equal(clampOomScoreAdj(5000, -500), 1000);
+  assert.equal(clampOomScoreAdj(-998, 0), 0);
+  // Unknown floor: only the kernel's range applies.
+  assert.equal(clampOomScoreAdj(-2000, null), -1000);
+  assert.equal(parseOomScoreAdj('-500\n'), -500);
+  assert.equal(parseOomScoreAdj(''), null);
 });
 
 test('readLoggedErrors keeps error and fatal messages of runc JSON logs', async () => {

@@ -83,6 +83,28 @@ describe('restoredSpec', () => {
     assert.equal(spec.process?.apparmorProfile, undefined);
   });
 
+  it('takes user, groups, umask and rlimits from the new request, never from spec.dump', () => {
+    const was: Spec = {
+      ...checkpointed,
+      process: {
+        ...(checkpointed.process as NonNullable<Spec['process']>),
+        user: { uid: 0, gid: 0, additionalGids: [0, 6, 42], umask: 0 },
+        rlimits: [{ type: 'RLIMIT_NOFILE', hard: 1048576, soft: 1048576 }],
+      },
+    };
+    const now = fresh.process as NonNullable<Spec['process']>;
+    const user = { uid: 1000, gid: 1000, additionalGids: [1000], umask: 0o22 };
+    const spec = restoredSpec(was, { ...fresh, process: { ...now, user } });
+    assert.deepEqual(spec.process?.user, user);
+    assert.equal(
+      spec.process?.rlimits,
+      undefined,
+      "the archive's rlimits stayed though the request set none",
+    );
+    const rlimits = [{ type: 'RLIMIT_NOFILE', hard: 1024, soft: 1024 }];
+    assert.deepEqual(restoredSpec(was, { ...fresh, process: { ...now, rlimits } }).process?.rlimits, rlimits);
+  });
+
   it('takes the new pod user namespace mappings, and drops the old ones when the new pod has none', () => {
     const mapping = [{ containerID: 0, hostID: 100000, size: 65536 }];
     const old = {

@@ -75,6 +75,7 @@ describe('sandbox row reads of StopPodSandbox and RemovePodSandbox', () => {
       cni,
       runtimes,
       logger,
+      host: { process: { capabilities: [], oomScoreAdj: null } },
       teardown: new SandboxTeardown({
         sandboxes: store.sandboxes,
         cni,
