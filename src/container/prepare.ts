@@ -117,7 +117,11 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     deviceRules: devices.rules,
     mounts: staged,
   });
-  return { spec: await applyCdiEdits(built, cdi), user, notes: mounts.notes };
+  return {
+    spec: await applyCdiEdits(built, cdi, input.guard.forbiddenSources),
+    user,
+    notes: mounts.notes,
+  };
 }
 
 /** The pod's pinned user namespace and its mappings; null for a pod in the host's. */

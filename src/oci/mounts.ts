@@ -68,11 +68,7 @@ export async function resolveMounts(
   const resolved: ResolvedMount[] = [];
   for (const [i, m] of mounts.entries()) {
     const hostPath = await realHostPath(m.hostPath, i, opts.noCreateUnder ?? []);
-    if (opts.forbiddenSources?.includes(hostPath)) {
-      throw new FailedPreconditionError(
-        `config.mounts[${i}].host_path: ${m.hostPath} is the container runtime's own ${hostPath}; it is never mounted into a container`,
-      );
-    }
+    refuseOwnSource(`config.mounts[${i}].host_path`, m.hostPath, hostPath, opts.forbiddenSources ?? []);
     resolved.push({ ...m, hostPath, requestedHostPath: m.hostPath });
   }
   const madeShared: string[] = [];
@@ -91,6 +87,23 @@ export async function resolveMounts(
     (mp) => `made host mount ${mp} shared, as mount propagation into or out of a container needs`,
   );
   return { mounts: resolved, madeShared, notes };
+}
+
+/**
+ * Throws when `real` (the real path of the mount source `requested`, given by `field`) is one of
+ * berth's own files (`forbidden`): a CRI mount's and a CDI spec's alike.
+ */
+export function refuseOwnSource(
+  field: string,
+  requested: string,
+  real: string,
+  forbidden: readonly string[],
+): void {
+  if (forbidden.includes(real)) {
+    throw new FailedPreconditionError(
+      `${field}: ${requested} is the container runtime's own ${real}; it is never mounted into a container`,
+    );
+  }
 }
 
 /**
