@@ -2,8 +2,10 @@
  * The CDI specs of the node, found in the spec dirs (`cdi.spec_dirs`: /etc/cdi, then /var/run/cdi,
  * where device plugins and DRA drivers write theirs at run time), and the container edits of the
  * devices a container asks for. The dirs are read again for every container that asks for a
- * device, each file parsed again only when its size or mtime changed: a spec a driver writes while
- * berthd runs applies to the next container, with no restart and no watcher to fall behind.
+ * device, each file parsed again only when it changed (its inode, size, mtime or ctime), and then
+ * in a worker thread (src/cdi/parser.ts): a spec a driver writes while berthd runs applies to the
+ * next container, with no restart and no watcher to fall behind, and a create never pays for the
+ * parse of a file that did not change.
  *
  * As the spec says, a later dir outranks an earlier one: a device defined in both is the later
  * dir's. Two files of the same dir defining one device make it ambiguous, and a container that
