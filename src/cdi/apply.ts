@@ -3,14 +3,22 @@
  * replace the image's and the config's of the same name; device nodes join the spec's devices
  * (replacing one at the same path) with a cgroup rule allowing them; mounts are added and all
  * mounts ordered parents first; hooks join the spec's; extra groups join the process's. Device
- * numbers and modes the spec leaves out are read from the host's node.
+ * numbers and modes the spec leaves out are read from the host's node. A bind mount of one of
+ * berth's own files is refused as a CRI mount of it is.
  */
+import { realpath } from 'node:fs/promises';
 import { deviceFromPath } from '../oci/devices.js';
+import { refuseOwnSource } from '../oci/mounts.js';
 import type { LinuxDevice, LinuxDeviceCgroup, Mount, Spec } from '../oci/spec.js';
 import type { CdiEdits } from './registry.js';
 import type { CdiDeviceNode } from './spec.js';
 
-export async function applyCdiEdits(spec: Spec, { parts }: CdiEdits): Promise<Spec> {
+/** `forbiddenSources`: berth's own files (real paths), as the CRI mounts' guard has them. */
+export async function applyCdiEdits(
+  spec: Spec,
+  { parts }: CdiEdits,
+  forbiddenSources: readonly string[],
+): Promise<Spec> {
   if (parts.length === 0) return spec;
   const process = spec.process ? { ...spec.process, user: { ...spec.process.user } } : undefined;
   const linux = { ...spec.linux, resources: { ...spec.linux?.resources } };
@@ -27,7 +35,11 @@ export async function applyCdiEdits(spec: Spec, { parts }: CdiEdits): Promise<Sp
       devices = [...devices.filter((d) => d.path !== found.device.path), found.device];
       if (found.rule) rules.push(found.rule);
     }
-    mounts.push(...edits.mounts.map(toMount));
+    for (const [i, m] of edits.mounts.entries()) {
+      const mount = toMount(m);
+      await refuseOwnBind(mount, `CDI device ${source}: mounts[${i}].hostPath`, forbiddenSources);
+      mounts.push(mount);
+    }
     for (const hook of edits.hooks) {
       hooks[hook.hookName] = [
         ...(hooks[hook.hookName] ?? []),
@@ -105,6 +117,15 @@ function toMount(m: { hostPath: string; containerPath: string; type?: string; op
     source: m.hostPath,
     options: needsBind ? [...m.options, 'bind'] : m.options,
   };
+}
+
+/** A bind mount's source that resolves to one of berth's own files is refused. */
+async function refuseOwnBind(mount: Mount, field: string, forbidden: readonly string[]): Promise<void> {
+  const options = mount.options ?? [];
+  if (mount.source === undefined || !(options.includes('bind') || options.includes('rbind'))) return;
+  // A source that is missing fails the create at runc, naming it.
+  const real = await realpath(mount.source).catch(() => null);
+  if (real !== null) refuseOwnSource(field, mount.source, real, forbidden);
 }
 
 /** Stable: mounts of equal depth keep their order, and a parent always precedes what is mounted in it. */

@@ -71,11 +71,20 @@ export interface CdiSpec {
   devices: Map<string, ContainerEdits>;
 }
 
+/**
+ * A spec is a handful of levels deep (devices[i].containerEdits.hooks[j].args[k] is the deepest);
+ * the YAML parser recurses per level and, past some thousands, spends seconds and gigabytes
+ * failing: deeper text is refused before it is parsed.
+ */
+export const MAX_SPEC_DEPTH = 64;
+/** Devices of one spec: a node's whole inventory of one kind is hundreds, a DRA claim's a few. */
+export const MAX_SPEC_DEVICES = 8192;
+
 export class CdiSpecError extends Error {
   override name = 'CdiSpecError';
   constructor(
     readonly file: string,
-    problem: string,
+    readonly problem: string,
   ) {
     super(`CDI spec ${file}: ${problem}`);
   }
@@ -85,10 +94,15 @@ type Json = Record<string, unknown>;
 
 /** The spec in `text`, from the file `file` (.json or .yaml/.yml). */
 export function parseCdiSpec(file: string, text: string): CdiSpec {
+  const deep = flowDepthOver(text, MAX_SPEC_DEPTH);
+  if (deep !== null)
+    throw new CdiSpecError(file, `nests deeper than ${MAX_SPEC_DEPTH} levels (at offset ${deep})`);
   let raw: unknown;
   try {
     // YAML 1.2 is a superset of JSON: one parser reads both, with the same numbers and strings.
-    raw = parseYaml(text, { maxAliasCount: 100 });
+    // JSON's own parser first, where the text may be JSON: it reads megabytes in milliseconds,
+    // where the YAML parser takes seconds.
+    raw = jsonOrUndefined(text) ?? parseYaml(text, { maxAliasCount: 100 });
   } catch (err) {
     throw new CdiSpecError(file, `is neither JSON nor YAML: ${(err as Error).message.split('\n')[0]}`);
   }
@@ -106,6 +120,8 @@ export function parseCdiSpec(file: string, text: string): CdiSpec {
   const devices = new Map<string, ContainerEdits>();
   const list = array(spec.devices, 'devices', bad);
   if (list.length === 0) bad('devices', 'is empty: a spec names at least one device');
+  if (list.length > MAX_SPEC_DEVICES)
+    bad('devices', `lists ${list.length} devices, more than ${MAX_SPEC_DEVICES}`);
   for (const [i, item] of list.entries()) {
     const field = `devices[${i}]`;
     const device = object(item, field, bad);
@@ -126,6 +142,48 @@ export function noEdits(): ContainerEdits {
 }
 
 type Bad = (field: string, problem: string) => never;
+
+/** `text` as JSON when it is JSON (an object), else undefined, for the YAML parser to read. */
+function jsonOrUndefined(text: string): unknown {
+  if (!text.trimStart().startsWith('{')) return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The offset at which the flow collections (`[`, `{`) of `text` nest deeper than `max`, or null.
+ * Brackets in quoted strings do not count. A quote opens a string only where YAML's would (at the
+ * line's start or after one of `[{,:-?`), and a string ends at its line's end: so a quote the scan
+ * misreads leaves real brackets uncounted only in the rest of a plain scalar or comment, where
+ * they nest nothing, and every other misreading counts too many. Block YAML nests by indentation,
+ * bounded by the file's size and the parse's own limits.
+ */
+export function flowDepthOver(text: string, max: number): number | null {
+  let depth = 0;
+  let quote = 0;
+  let previous = 0x0a;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (quote !== 0) {
+      if (c === 0x0a) quote = 0;
+      else if (quote === 0x22 && c === 0x5c) i++;
+      else if (c === quote && quote === 0x27 && text.charCodeAt(i + 1) === 0x27) i++;
+      else if (c === quote) quote = 0;
+    } else if ((c === 0x22 || c === 0x27) && QUOTE_MAY_FOLLOW.has(previous)) {
+      quote = c;
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return i;
+    } else if ((c === 0x5d || c === 0x7d) && depth > 0) depth--;
+    if (c === 0x0a || (c !== 0x20 && c !== 0x09 && c !== 0x0d)) previous = quote !== 0 ? 0x22 : c;
+  }
+  return null;
+}
+
+/** Newline and `[{,:-?`: where a YAML (or JSON) quoted string may begin. */
+const QUOTE_MAY_FOLLOW = new Set([0x0a, 0x5b, 0x7b, 0x2c, 0x3a, 0x2d, 0x3f]);
 
 function edits(value: unknown, field: string, bad: Bad): ContainerEdits {
   const e = object(value, field, bad);

@@ -8,7 +8,12 @@ import { mkdir, realpath } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { FailedPreconditionError, InvalidArgumentError } from '../errors.js';
 import { mountContaining, propagationOf, readMountInfo } from '../mounts/mountinfo.js';
-import { requireSourcePropagation, type BindMount, type ResolvedMount } from '../oci/mounts.js';
+import {
+  refuseOwnSource,
+  requireSourcePropagation,
+  type BindMount,
+  type ResolvedMount,
+} from '../oci/mounts.js';
 
 export interface ResolveMountsOptions {
   mountInfoPath?: string;
@@ -29,11 +34,7 @@ export async function resolveMounts(
   const sources: string[] = [];
   for (const [i, m] of mounts.entries()) {
     const hostPath = await realHostPath(m.hostPath, i, opts.noCreateUnder ?? []);
-    if (opts.forbiddenSources?.includes(hostPath)) {
-      throw new FailedPreconditionError(
-        `config.mounts[${i}].host_path: ${m.hostPath} is the container runtime's own ${hostPath}; it is never mounted into a container`,
-      );
-    }
+    refuseOwnSource(`config.mounts[${i}].host_path`, m.hostPath, hostPath, opts.forbiddenSources ?? []);
     sources.push(hostPath);
   }
   // Only a propagating mount needs the table: a private one is private whatever its source.

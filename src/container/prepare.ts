@@ -114,7 +114,7 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     deviceRules: devices.rules,
     mounts: staged,
   });
-  return { spec: await applyCdiEdits(built, cdi), user };
+  return { spec: await applyCdiEdits(built, cdi, input.guard.forbiddenSources), user };
 }
 
 /** The pod's pinned user namespace and its mappings; null for a pod in the host's. */

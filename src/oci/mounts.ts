@@ -58,6 +58,23 @@ export interface ResolvedMount extends SourcedMount {
 }
 
 /**
+ * Throws when `real` (the real path of the mount source `requested`, given by `field`) is one of
+ * berth's own files (`forbidden`): a CRI mount's and a CDI spec's alike.
+ */
+export function refuseOwnSource(
+  field: string,
+  requested: string,
+  real: string,
+  forbidden: readonly string[],
+): void {
+  if (forbidden.includes(real)) {
+    throw new FailedPreconditionError(
+      `${field}: ${requested} is the container runtime's own ${real}; it is never mounted into a container`,
+    );
+  }
+}
+
+/**
  * A container's mount namespace is a copy of the host's: only a source on a shared host mount has
  * a peer in the container to send mounts to the host (BIDIRECTIONAL), and only one on a shared or
  * slave mount receives the host's later mounts (HOST_TO_CONTAINER). berth never changes the host's

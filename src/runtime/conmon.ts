@@ -352,6 +352,9 @@ export class Conmon {
     ];
     for (const pid of new Set(candidates)) {
       if (pid > 0 && (await isConmonOf(pid, req.id))) {
+        // Its process group too: the daemon leads one (setsid), which holds a `runc create` still
+        // running and the OCI hooks runc runs, such as a CDI hook that never returns.
+        killQuietly(-pid);
         killQuietly(pid);
         await waitForExit(pid, KILL_WAIT_MS);
       }

@@ -2,7 +2,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { parseQualifiedName } from '../../src/cdi/names.js';
-import { CdiSpecError, parseCdiSpec } from '../../src/cdi/spec.js';
+import { CdiSpecParser } from '../../src/cdi/parser.js';
+import { CdiSpecError, flowDepthOver, MAX_SPEC_DEPTH, parseCdiSpec } from '../../src/cdi/spec.js';
 
 const minimal = (over: Record<string, unknown> = {}): string =>
   JSON.stringify({
@@ -117,4 +118,37 @@ test('qualified names', () => {
   ]) {
     assert.equal(typeof parseQualifiedName(bad), 'string', bad);
   }
+});
+
+test('the depth scan counts flow brackets, not those quoted, and refuses past the cap', () => {
+  assert.equal(flowDepthOver('{"a": [[1], {"b": "[[[[["}]}', 3), null);
+  assert.equal(flowDepthOver(`a: ['it''s [[[[', "\\"[[[["]`, 2), null);
+  // A quote in a plain scalar opens nothing: the brackets after it still count.
+  assert.equal(flowDepthOver('[a", [[[', 3), 7);
+  // Closing brackets in a string cannot hide the opens that follow.
+  assert.equal(flowDepthOver('[[ "]]]]]]" [[', 3), 13);
+  assert.throws(
+    () =>
+      parseCdiSpec('/etc/cdi/deep.json', `{"x": ${'['.repeat(MAX_SPEC_DEPTH)}${']'.repeat(MAX_SPEC_DEPTH)}}`),
+    (err: unknown) =>
+      err instanceof CdiSpecError && /deep\.json: nests deeper than 64 levels/.test(err.message),
+  );
+});
+
+test('a spec whose parse runs out of heap or time is refused and the next one parses', async () => {
+  // Block YAML the depth scan does not see: each line a level deeper.
+  const deep = `x:\n${Array.from({ length: 3000 }, (_, i) => `${' '.repeat(i + 1)}a${i}:`).join('\n')}\n`;
+  const parser = new CdiSpecParser({ heapMb: 256, timeoutMs: 1 });
+  const slow = await parser.parse('/etc/cdi/slow.yaml', deep);
+  assert.ok(slow instanceof CdiSpecError);
+  assert.match(slow.message, /slow\.yaml: takes over 1 ms to parse/);
+  const small = new CdiSpecParser({ heapMb: 16, timeoutMs: 60_000 });
+  // Flat, but a parse tree far over 16 MB.
+  const long = `devices:\n${Array.from({ length: 200_000 }, (_, i) => `  - {name: d${i}}\n`).join('')}`;
+  const big = await small.parse('/etc/cdi/big.yaml', long);
+  assert.ok(big instanceof CdiSpecError);
+  assert.match(big.message, /big\.yaml: needs more than 16 MB to parse/);
+  const fine = await small.parse('/etc/cdi/a.json', minimal());
+  assert.ok(!(fine instanceof CdiSpecError), String(fine));
+  assert.deepEqual(fine.devices.get('g0')?.env, ['A=1']);
 });
