@@ -167,7 +167,26 @@ function checkpointSpec(path: string, value: unknown): Spec {
   if (!isSpecOutline(value)) {
     throw invalid(path, `${ARCHIVE_FILES.spec} is not an OCI spec (no ociVersion, process, root or linux)`);
   }
+  // The user is compared with the request's (restored-spec.ts): it must be ids to compare.
+  if (!isUserOutline(value.process?.user)) {
+    throw invalid(path, `${ARCHIVE_FILES.spec}: process.user is not uid, gid and additionalGids of ids`);
+  }
   return value;
+}
+
+function isUserOutline(user: unknown): boolean {
+  if (user === undefined) return true;
+  if (!isObject(user)) return false;
+  const { uid, gid, additionalGids } = user;
+  return (
+    (uid === undefined || isId(uid)) &&
+    (gid === undefined || isId(gid)) &&
+    (additionalGids === undefined || (Array.isArray(additionalGids) && additionalGids.every(isId)))
+  );
+}
+
+function isId(value: unknown): boolean {
+  return Number.isSafeInteger(value) && (value as number) >= 0 && (value as number) <= 0xffffffff;
 }
 
 /** The parts a restore reads or keeps; runc checks the rest as it does any spec. */

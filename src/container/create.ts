@@ -60,12 +60,11 @@ export class ContainerCreation {
         `checkpoint ${requested.image}: restoring into a pod of its own user namespace is not supported`,
       );
     }
-    const runtime = this.deps.runtimes.of(sandbox);
     if (checkpoint) {
       // What the request and the archive say of the process' identity, then what the node can
       // do: both before the archive is copied.
       checkRequestedIdentity(checkpoint, requested.security);
-      requireRestorable(this.deps.host, runtime, requested.image);
+      requireRestorable(this.deps.host, this.deps.runtimes.of(sandbox), requested.image);
     }
     const image = checkpoint?.image ?? images.resolve(requested.image)?.record;
     if (!image) throw new NotFoundError('image', requested.image);
@@ -117,6 +116,7 @@ export class ContainerCreation {
         if (undo) steps.onUndo(name, undo);
         return act();
       });
+    const runtime = this.deps.runtimes.of(sandbox);
     runtime.prepareForCreate();
     try {
       // The image volumes are mounted in the container's dir: the rootfs undo unmounts them too.

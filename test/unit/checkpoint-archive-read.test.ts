@@ -138,6 +138,23 @@ test(
   },
 );
 
+test('a spec.dump whose user is not ids: refused naming spec.dump, not compared', { skip }, async () => {
+  for (const user of [{ uid: '0' }, { uid: 0, gid: 0, additionalGids: 6 }, { uid: -1 }, 'root']) {
+    const path = join(dir, 'odd-user.tar');
+    const spec = { ociVersion: '1.0.2', process: { user }, root: {}, linux: {} };
+    await writeFile(
+      path,
+      tarball([
+        members[0] as LayerEntry,
+        { type: 'file', path: 'spec.dump', content: JSON.stringify(spec) },
+        members[2] as LayerEntry,
+      ]),
+    );
+    const err = await refusal(checkArchive(path, TIMEOUT_MS));
+    assert.match(err.message, /spec\.dump: process\.user is not/, JSON.stringify(user));
+  }
+});
+
 /** `tar` with its first header's checksum made right again after an edit. */
 function fixChecksum(tar: Buffer): Buffer {
   const header = tar.subarray(0, 512);
