@@ -248,8 +248,11 @@ export async function startDaemon(
     cgroups,
     timeoutMs: config.runtimeTimeoutMs,
   });
+  // Every process berth starts has its end noticed here when nothing else reports it: a conmon
+  // that died without its exit file, an infra (runc's, under no monitor) that exited.
   const monitorCheck = setInterval(() => {
     containers.exits.checkMonitors().catch((err: unknown) => logger.error({ err }, 'monitor check failed'));
+    sandboxes.checkInfras().catch((err: unknown) => logger.error({ err }, 'infra check failed'));
   }, MONITOR_CHECK_MS);
   monitorCheck.unref();
   let streaming: StreamingServer | undefined;

@@ -236,6 +236,19 @@ const addContainerRestore = `
 ALTER TABLE containers ADD COLUMN restore INTEGER NOT NULL DEFAULT 0 CHECK (restore IN (0, 1));
 `;
 
+/**
+ * The infra process's identity and why a pod went NOTREADY on its own. infra_start_time is the
+ * infra's start time as /proc/<pid>/stat field 22 gave it when runc created it: with the pid it
+ * names that process and no later one given the same pid. 0 where no infra runs, and in rows from
+ * before, whose start time start-up reads once from the process runc reports running (runc
+ * checks its init's start time itself). reason says what berth found gone (the infra exited, the
+ * namespace pins were unmounted) when a pod turned NOTREADY without a StopPodSandbox; '' otherwise.
+ */
+const addInfraIdentity = `
+ALTER TABLE sandboxes ADD COLUMN infra_start_time INTEGER NOT NULL DEFAULT 0 CHECK (infra_start_time >= 0);
+ALTER TABLE sandboxes ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+`;
+
 export const migrations: readonly Migration[] = [
   { version: 1, name: 'create sandboxes', sql: createSandboxes },
   { version: 2, name: 'create images', sql: createImages },
@@ -244,4 +257,5 @@ export const migrations: readonly Migration[] = [
   { version: 5, name: 'spec versions', sql: addSpecVersions },
   { version: 6, name: 'pod cgroups', sql: addPodCgroups },
   { version: 7, name: 'container restore flag', sql: addContainerRestore },
+  { version: 8, name: 'sandbox infra identity', sql: addInfraIdentity },
 ];

@@ -9,6 +9,7 @@ import { podCgroupParent, type Sandbox } from '../model/sandbox.js';
 import { pauseIfAsked } from '../operation/pause.js';
 import { Steps } from '../operation/steps.js';
 import { allSettledOrThrow } from '../kit/settle.js';
+import { requireInfraRunning } from '../sandbox/infra.js';
 import { requireReady } from '../sandbox/lookup.js';
 import { nowNanos } from '../time.js';
 import type { ContainerServiceDeps } from './context.js';
@@ -142,19 +143,22 @@ export class ContainerCreation {
         for (const note of prepared.notes) log.warn(note);
       });
       // A restored container's monitor comes with its restore, at StartContainer.
-      const created = await step('monitor', async () =>
-        checkpoint
-          ? undefined
-          : runtime.create({
-              id,
-              name: monitorName(sandbox, { spec }),
-              bundleDir,
-              logPath,
-              stdin: spec.stdin,
-              stdinOnce: spec.stdinOnce,
-              tty: spec.tty,
-            }),
-      );
+      const created = await step('monitor', async () => {
+        if (checkpoint) return undefined;
+        const made = await runtime.create({
+          id,
+          name: monitorName(sandbox, { spec }),
+          bundleDir,
+          logPath,
+          stdin: spec.stdin,
+          stdinOnce: spec.stdinOnce,
+          tty: spec.tty,
+        });
+        // runc joined the infra's namespaces by its pid: were the infra gone since the spec was
+        // checked, and its pid another process's, the container is in that one's. Undone then.
+        await requireInfraRunning(sandbox);
+        return made;
+      });
       // The processes and the state in one commit: nothing acts between the two.
       this.deps.events.publish(containerChange('CREATED', store.containers.markCreated(id, created)));
       steps.release();

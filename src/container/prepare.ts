@@ -8,7 +8,6 @@ import { join } from 'node:path';
 import { applyCdiEdits } from '../cdi/apply.js';
 import type { CdiRegistry } from '../cdi/registry.js';
 import type { CgroupManager } from '../cgroups/index.js';
-import { FailedPreconditionError } from '../errors.js';
 import { requireLoadedProfile } from '../host/apparmor.js';
 import type { HostFeatures } from '../host/features.js';
 import type { ImageRuntimeConfig } from '../model/image.js';
@@ -26,8 +25,8 @@ import { defaultSeccompProfile, loadSeccompProfile } from '../oci/seccomp.js';
 import type { LinuxDevice, LinuxDeviceCgroup, Seccomp, Spec } from '../oci/spec.js';
 import { makeDirInRoot } from '../oci/rootfs-files.js';
 import { resolveUser, type ResolvedUser } from '../oci/user.js';
-import { isRunning } from '../process/index.js';
 import { ensureHostsFile, HOSTNAME_FILE, RESOLV_CONF, SHM_DIR } from '../sandbox/files.js';
+import { requireInfraRunning } from '../sandbox/infra.js';
 import { namespacePins, podNamespacePaths } from '../sandbox/namespaces.js';
 import type { PodUserNamespace } from '../oci/userns.js';
 import { checkIdsMapped } from './userns.js';
@@ -70,10 +69,9 @@ export async function prepareSpec(input: PrepareInput): Promise<PreparedSpec> {
     // The unit's properties are the driver's to set, never the request's.
     annotations: input.cgroups.specAnnotations(input.spec.annotations, resources.unified),
   };
-  // An infra's namespaces are joined through its /proc entries: a dead infra would fail late.
-  if (sandbox.infra && !(await isRunning(sandbox.pid))) {
-    throw new FailedPreconditionError(`pod sandbox ${sandbox.id}: its infra process is not running`);
-  }
+  // An infra's namespaces are joined through its /proc entries: a dead infra would fail late, and
+  // a later process given its pid would have its namespaces joined.
+  await requireInfraRunning(sandbox);
   const [user, , mounts, devices, hosts, shm, cdi] = await Promise.all([
     resolveUser(input.rootfsPath, spec.security, input.image.config.User),
     makeWorkingDir(input.rootfsPath, spec, input.image.config),

@@ -31,7 +31,7 @@ export function describePod(
 ): PodSnapshot | undefined {
   try {
     return {
-      sandbox: sandboxes.status(sandboxId, false).view,
+      sandbox: sandboxes.view(sandboxId),
       containers: containers.views.list({ podSandboxId: sandboxId }),
     };
   } catch (err) {

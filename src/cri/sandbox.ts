@@ -50,7 +50,10 @@ export function sandboxHandlers(sandboxes: SandboxService) {
       return {};
     },
     PodSandboxStatus: async (req) => {
-      const { view, info } = sandboxes.status(requireId('pod_sandbox_id', req.pod_sandbox_id), req.verbose);
+      const { view, info } = await sandboxes.status(
+        requireId('pod_sandbox_id', req.pod_sandbox_id),
+        req.verbose,
+      );
       return {
         status: toWireStatus(view),
         info: jsonInfo('info', info),

@@ -32,8 +32,10 @@ export interface SandboxRule {
 }
 
 const rules = {
-  /** runc created the infra; its pid is recorded. */
+  /** runc created the infra; its pid and start time are recorded. */
   infraCreated: { state: { from: ['CREATING'] } },
+  /** Start-up read the start time of a running infra recorded before berth kept it. */
+  infraIdentified: { state: { from: ['READY'] } },
   /** The CNI input is recorded before the first ADD, so that a DEL can always follow. */
   networkAdding: { state: { from: ['CREATING'] }, network: { from: ['NONE'], to: 'ADDING' } },
   /** The next plugin of a network's chain is about to run its ADD. */
@@ -44,7 +46,12 @@ const rules = {
   markReady: { state: { from: ['CREATING'], to: 'READY' }, network: { from: ['NONE', 'READY'] } },
   /** RunPodSandbox failed and some undo failed too: the row stays for Stop and Remove to retry. */
   createFailed: { state: { from: ['CREATING'], to: 'NOTREADY' } },
-  /** The infra is gone (stopped, or found dead at start-up); stopping again is no change. */
+  /**
+   * What held the pod's namespaces is gone though no StopPodSandbox asked (its infra exited or was
+   * killed, its pins unmounted), found while berthd ran or at start-up: the reason says what.
+   */
+  foundDead: { state: { from: ['READY'], to: 'NOTREADY' } },
+  /** The infra is stopped (or gone before the pod was ready); stopping again is no change. */
   markNotReady: { state: { from: ['CREATING', 'READY', 'NOTREADY'], to: 'NOTREADY' } },
   /** UpdatePodSandboxResources recorded what the pod now asks for its cgroup. */
   resourcesUpdated: { state: { from: ['READY', 'NOTREADY'] } },

@@ -132,6 +132,17 @@ export interface Sandbox {
    * ipc and uts namespaces are pinned as files in the sandbox dir (see src/sandbox/namespaces.ts).
    */
   infra: boolean;
+  /**
+   * The infra's start time (/proc/<pid>/stat field 22) as read when runc created it: with `pid`,
+   * the one process its containers may join (src/sandbox/infra.ts). 0 when none runs, and for a
+   * stored pod from before berth recorded it until start-up has read it.
+   */
+  infraStartTime: number;
+  /**
+   * Why the pod went NOTREADY without a StopPodSandbox: what berth found gone (its infra exited,
+   * its pins were unmounted). '' otherwise.
+   */
+  reason: string;
   cgroupParent: string;
   /**
    * The cgroup berth made for a pod kubelet gave no cgroup_parent, as a cgroup parent (the
@@ -190,5 +201,7 @@ export function newSandbox(input: NewSandbox): Sandbox {
     resources: input.resources,
     sandboxDir: input.sandboxDir,
     infra: input.infra,
+    infraStartTime: 0,
+    reason: '',
   };
 }

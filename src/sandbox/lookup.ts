@@ -31,11 +31,13 @@ export function findReadySandbox(store: Pick<Store, 'sandboxes'>, idOrPrefix: st
 
 /**
  * The one rule for a pod new work may go into: READY, and, if it runs an infra, with the infra's
- * pid recorded (its containers join the infra's namespaces through it).
+ * pid recorded (its containers join the infra's namespaces through it; infra.ts checks that the
+ * process there is still that infra). A pod berth found dead says what it found.
  */
 export function requireReady(sandbox: Sandbox): Sandbox {
   if (sandbox.state !== 'READY' || (sandbox.infra && sandbox.pid <= 0)) {
-    throw new FailedPreconditionError(`pod sandbox ${sandbox.id} is not ready`);
+    const why = sandbox.reason ? `: ${sandbox.reason}` : '';
+    throw new FailedPreconditionError(`pod sandbox ${sandbox.id} is not ready${why}`);
   }
   return sandbox;
 }

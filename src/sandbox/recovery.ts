@@ -5,9 +5,10 @@ import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Sandbox } from '../model/sandbox.js';
 import { listNetns, mountedAmong, removeNetns } from '../netns/index.js';
-import { isRunning } from '../process/index.js';
+import { isRunning, startTimeOf } from '../process/index.js';
 import type { Store } from '../store/index.js';
 import { removeSandboxDir } from './files.js';
+import { goneReason, infraOf } from './infra.js';
 import { NETNS_PREFIX, namespaceMounts } from './namespaces.js';
 import type { ContainerState, RuntimeHandler, RuntimeHandlers } from '../runtime/index.js';
 import type { SandboxTeardown } from './teardown.js';
@@ -193,7 +194,7 @@ async function reconcile(
       return;
     }
     state = containers.get(id) ?? null;
-    alive = state !== null && state.status === 'running' && (await isRunning(state.pid));
+    alive = await infraAlive(store, sandbox, state);
   } else if (probe !== null) {
     // Without infra, the pod lives as long as its pins do; a reboot or a stray umount loses them.
     alive = namespaceMounts(sandbox).every((path) => probe.mountedPins.has(path));
@@ -201,10 +202,16 @@ async function reconcile(
   if (alive) return;
 
   if (sandbox.state === 'READY') {
-    store.sandboxes.markNotReady(id);
+    const when = rebooted ? 'after a reboot' : 'when berthd started';
+    const reason = !sandbox.infra
+      ? `its namespace pins are gone ${when}: unmounted`
+      : rebooted
+        ? `its infra process (pid ${sandbox.pid}) is gone ${when}`
+        : await goneReason(sandbox.pid, when);
+    store.sandboxes.foundDead(id, reason);
     report.markedNotReady.push(id);
     log.warn(
-      { rebooted },
+      { rebooted, reason },
       sandbox.infra
         ? 'infra process is gone: sandbox is NOT READY'
         : 'namespace pins are gone: sandbox is NOT READY',
@@ -223,6 +230,22 @@ async function reconcile(
     }
     await teardown.unmountNetns(sandbox);
   }
+}
+
+/**
+ * Whether the infra runc lists running is the process recorded (a pid whose start time differs is
+ * a dead infra). A READY row from before berth kept the start time has it read now, once, from the
+ * process runc reports running: runc compares its init's start time with its own record, so that
+ * process is the infra it created.
+ */
+async function infraAlive(store: Store, sandbox: Sandbox, state: ContainerState | null): Promise<boolean> {
+  if (state === null || state.status !== 'running') return false;
+  const recorded = infraOf(sandbox);
+  if (recorded !== null) return recorded.pid === state.pid && (await isRunning(recorded));
+  const startTime = await startTimeOf(state.pid);
+  if (startTime === null) return false;
+  if (sandbox.state === 'READY') store.sandboxes.infraIdentified(sandbox.id, { pid: state.pid, startTime });
+  return true;
 }
 
 /**

@@ -35,6 +35,7 @@ import {
   podNamespacePaths,
 } from './namespaces.js';
 import { nowNanos } from '../time.js';
+import { startTimeOf } from '../process/index.js';
 import { PRIVATE_DIR, PRIVATE_FILE, passableToPod } from '../file-modes.js';
 import { podLimits } from './pod-limits.js';
 import { checkApplicable } from './resize.js';
@@ -317,7 +318,11 @@ export class SandboxRun {
       });
       await writeFile(join(bundleDir, 'config.json'), JSON.stringify(ociSpec), { mode: PRIVATE_FILE });
       const pid = await runtime.createUnmonitored(id, bundleDir);
-      store.sandboxes.infraCreated(id, pid);
+      // Read now, while runc's init waits for its start under this pid: the start time tells it
+      // from any later process the kernel gives the pid (start keeps it, as exec does).
+      const startTime = await startTimeOf(pid);
+      if (startTime === null) throw new Error(`infra process ${pid} exited as soon as runc created it`);
+      store.sandboxes.infraCreated(id, { pid, startTime });
     });
     await steps.run('infra-start', () => runtime.start(id));
   }

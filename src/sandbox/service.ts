@@ -2,6 +2,8 @@ import type { Duplex } from 'node:stream';
 import type { PodResources, SandboxSpec } from '../model/sandbox.js';
 import { KeyedLock } from '../operation/lock.js';
 import type { SandboxServiceDeps } from './context.js';
+import { InfraWatch } from './infra.js';
+import { findSandbox } from './lookup.js';
 import { PodPorts } from './ports.js';
 import { SandboxRemoval } from './remove.js';
 import { SandboxResize } from './resize.js';
@@ -13,8 +15,8 @@ import { SandboxViews } from './views.js';
 export type { SandboxServiceDeps } from './context.js';
 
 /**
- * Pod sandboxes, in parts that change for different reasons: run, stop, remove, the views, and
- * PortForward's way in. They share one deps object, one lock per sandbox and one teardown.
+ * Pod sandboxes, in parts that change for different reasons: run, stop, remove, the views, the
+ * infra check, and PortForward's way in. They share one deps object, one lock per sandbox and one teardown.
  */
 export class SandboxService {
   private readonly runs: SandboxRun;
@@ -23,6 +25,7 @@ export class SandboxService {
   private readonly views: SandboxViews;
   private readonly ports: PodPorts;
   private readonly resizes: SandboxResize;
+  private readonly infras: InfraWatch;
 
   constructor(private readonly deps: SandboxServiceDeps) {
     const context = { deps, lock: new KeyedLock(), teardown: deps.teardown };
@@ -32,6 +35,7 @@ export class SandboxService {
     this.views = new SandboxViews(deps.store);
     this.ports = new PodPorts(deps.store, deps.config.runtimeTimeoutMs);
     this.resizes = new SandboxResize(context);
+    this.infras = new InfraWatch(context);
   }
 
   /**
@@ -65,8 +69,23 @@ export class SandboxService {
     return this.removals.filesRemoved();
   }
 
-  status(idOrPrefix: string, verbose: boolean): { view: SandboxView; info?: SandboxVerboseInfo } {
+  /** PodSandboxStatus: kubelet asks of what it believes runs, so a dead infra is noticed right here. */
+  async status(
+    idOrPrefix: string,
+    verbose: boolean,
+  ): Promise<{ view: SandboxView; info?: SandboxVerboseInfo }> {
+    await this.infras.check(findSandbox(this.deps.store, idOrPrefix, false));
     return this.views.status(idOrPrefix, verbose);
+  }
+
+  /** The pod as it is now, for an event's description. */
+  view(idOrPrefix: string): SandboxView {
+    return this.views.status(idOrPrefix, false).view;
+  }
+
+  /** The daemon's monitor tick: every running pod's infra is still the process recorded. */
+  checkInfras(): Promise<void> {
+    return this.infras.checkAll();
   }
 
   list(filter: SandboxFilter): SandboxView[] {

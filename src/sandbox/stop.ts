@@ -4,6 +4,7 @@ import { asStep } from '../operation/steps.js';
 import { isRunning, waitForExit } from '../process/index.js';
 import { allSettledOrThrow } from '../kit/settle.js';
 import type { SandboxContext } from './context.js';
+import { infraOf } from './infra.js';
 import { findSandbox } from './lookup.js';
 
 /** StopPodSandbox: the pod's containers, its infra and its network; the record stays, NOTREADY. */
@@ -48,12 +49,16 @@ export class SandboxStop {
     const { id } = sandbox;
     await asStep('infra-stop', async () => {
       const state = await runtime.state(id);
-      const pid = state?.pid || sandbox.pid;
-      if (!state || state.status === 'stopped' || !(await isRunning(pid))) return;
+      if (!state || state.status === 'stopped') return;
+      // The infra as recorded where runc reports that pid (runc checked its start time too): a
+      // later process given the pid is neither waited for nor taken for the infra.
+      const recorded = infraOf(sandbox);
+      const infra = recorded?.pid === state.pid ? recorded : state.pid;
+      if (!(await isRunning(infra))) return;
       await runtime.kill(id, 'SIGTERM');
-      if (await waitForExit(pid, config.stopGraceMs)) return;
+      if (await waitForExit(infra, config.stopGraceMs)) return;
       await runtime.kill(id, 'SIGKILL');
-      if (!(await waitForExit(pid, 10_000))) throw new Error(`infra process ${pid} survived SIGKILL`);
+      if (!(await waitForExit(infra, 10_000))) throw new Error(`infra process ${state.pid} survived SIGKILL`);
     });
   }
 }

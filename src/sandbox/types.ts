@@ -22,6 +22,10 @@ export interface SandboxView {
 export interface SandboxVerboseInfo {
   sandboxKey: string | null;
   pid: number;
+  /** The infra's start time (clock ticks after boot), which with `pid` names it; 0 without one. */
+  infraStartTime: number;
+  /** Why the pod went NOTREADY though no StopPodSandbox asked (its infra died); '' otherwise. */
+  reason: string;
   hostNetwork: boolean;
   networkState: string;
   cniResult: unknown;

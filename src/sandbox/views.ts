@@ -18,6 +18,8 @@ export class SandboxViews {
         sandboxKey: sandbox.netnsPath,
         // 0 for a pod without infra: no process holds its namespaces.
         pid: sandbox.pid,
+        infraStartTime: sandbox.infraStartTime,
+        reason: sandbox.reason,
         hostNetwork: sandbox.hostNetwork,
         networkState: sandbox.networkState,
         cniResult: sandbox.cniResults,

@@ -48,6 +48,10 @@ export interface SandboxRecord {
   pod_cgroup: string;
   /** JSON PodResources; NULL when the pod never asked. */
   resources_json: string | null;
+  /** The infra's start time (clock ticks after boot); 0 without one, or not yet read. */
+  infra_start_time: number;
+  /** Why berth found the pod NOTREADY; '' when nothing was found gone. */
+  reason: string;
 }
 
 /** Column list in declaration order, shared by every statement so SELECTs and INSERTs agree. */
@@ -76,6 +80,8 @@ export const SANDBOX_COLUMNS = [
   'spec_version',
   'pod_cgroup',
   'resources_json',
+  'infra_start_time',
+  'reason',
 ] as const satisfies readonly (keyof SandboxRecord)[];
 
 export const SANDBOX_TABLE: TableShape<SandboxRecord> = {
@@ -123,6 +129,8 @@ export const sandboxMapping: Mapping<SandboxRecord, Sandbox> = {
     spec_version: currentVersion(SANDBOX_SPEC),
     pod_cgroup: sandbox.podCgroup,
     resources_json: encodeNullableJson(sandbox.resources),
+    infra_start_time: sandbox.infraStartTime,
+    reason: sandbox.reason,
   }),
   fromRecord: (record, specs) => {
     const where = columnOf(record);
@@ -159,6 +167,8 @@ export const sandboxMapping: Mapping<SandboxRecord, Sandbox> = {
           : decodeJson<PodResources>(record.resources_json, isPodResources, where('resources_json')),
       sandboxDir: record.sandbox_dir,
       infra: record.infra === 1,
+      infraStartTime: record.infra_start_time,
+      reason: record.reason,
     };
   },
 };

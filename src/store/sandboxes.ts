@@ -3,6 +3,7 @@ import type Database from 'better-sqlite3';
 import type { CniResult } from '../cni/index.js';
 import { NotFoundError } from '../errors.js';
 import type { PodResources, Sandbox, StoredNetworking } from '../model/sandbox.js';
+import type { ProcessRef } from '../process/index.js';
 import {
   NETWORK_STATES,
   SANDBOX_STATES,
@@ -17,17 +18,27 @@ import { Table, type Change } from './table.js';
 
 /** What a transition writes besides the states, which only the lifecycle table sets. */
 type SandboxColumn =
-  'step' | 'pid' | 'cni_config_json' | 'cni_result_json' | 'ip' | 'additional_ips' | 'resources_json';
+  | 'step'
+  | 'pid'
+  | 'infra_start_time'
+  | 'reason'
+  | 'cni_config_json'
+  | 'cni_result_json'
+  | 'ip'
+  | 'additional_ips'
+  | 'resources_json';
 
 /** The columns each transition writes besides the states. */
 const WRITES: Record<SandboxTransition, readonly SandboxColumn[]> = {
-  infraCreated: ['pid'],
+  infraCreated: ['pid', 'infra_start_time'],
+  infraIdentified: ['pid', 'infra_start_time'],
   networkAdding: ['cni_config_json'],
   pluginAddStarting: ['cni_config_json'],
   networkUp: ['cni_result_json', 'ip', 'additional_ips'],
   markReady: ['step'],
-  createFailed: ['step', 'pid'],
-  markNotReady: ['pid'],
+  createFailed: ['step', 'pid', 'infra_start_time'],
+  foundDead: ['pid', 'infra_start_time', 'reason'],
+  markNotReady: ['pid', 'infra_start_time'],
   networkTornDown: [],
   resourcesUpdated: ['resources_json'],
 };
@@ -74,6 +85,8 @@ export class SandboxRepo {
     };
     this.changes = {
       infraCreated: change('infraCreated'),
+      infraIdentified: change('infraIdentified'),
+      foundDead: change('foundDead'),
       networkAdding: change('networkAdding'),
       pluginAddStarting: change('pluginAddStarting'),
       networkUp: change('networkUp'),
@@ -128,8 +141,18 @@ export class SandboxRepo {
     return this.table.delete(id);
   }
 
-  infraCreated(id: string, pid: number): Sandbox {
-    return this.advance(id, 'infraCreated', { pid });
+  infraCreated(id: string, infra: ProcessRef): Sandbox {
+    return this.advance(id, 'infraCreated', { pid: infra.pid, infra_start_time: infra.startTime });
+  }
+
+  /** For a running infra recorded before berth kept its start time. */
+  infraIdentified(id: string, infra: ProcessRef): Sandbox {
+    return this.advance(id, 'infraIdentified', { pid: infra.pid, infra_start_time: infra.startTime });
+  }
+
+  /** `reason`: what was found gone, as PodSandboxStatus and a refused CreateContainer say it. */
+  foundDead(id: string, reason: string): Sandbox {
+    return this.advance(id, 'foundDead', { pid: 0, infra_start_time: 0, reason });
   }
 
   networkAdding(id: string, cniConfig: StoredNetworking): Sandbox {
@@ -155,11 +178,11 @@ export class SandboxRepo {
 
   /** `failedStep` is the step whose failure undoing could not fully repair. */
   createFailed(id: string, failedStep: string): Sandbox {
-    return this.advance(id, 'createFailed', { step: `failed at ${failedStep}`, pid: 0 });
+    return this.advance(id, 'createFailed', { step: `failed at ${failedStep}`, pid: 0, infra_start_time: 0 });
   }
 
   markNotReady(id: string): Sandbox {
-    return this.advance(id, 'markNotReady', { pid: 0 });
+    return this.advance(id, 'markNotReady', { pid: 0, infra_start_time: 0 });
   }
 
   networkTornDown(id: string): Sandbox {

@@ -9,21 +9,14 @@ import { spawn } from 'node:child_process';
 import { connect as connectHttp2, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { connect as connectUnix } from 'node:net';
 import { describe, test } from 'node:test';
-import {
-  Client,
-  credentials,
-  Metadata,
-  status,
-  type ClientReadableStream,
-  type ServiceError,
-} from '@grpc/grpc-js';
-import { loadCriDefinitions } from '../../src/cri/loader.js';
+import { status } from '@grpc/grpc-js';
 import type { ContainerEventResponse__Output as WireEvent } from '../../src/cri/generated/runtime/v1/ContainerEventResponse.js';
 import type { ContainerStatus__Output as WireContainerStatus } from '../../src/cri/generated/runtime/v1/ContainerStatus.js';
 import type { PodSandboxStatus__Output as WirePodStatus } from '../../src/cri/generated/runtime/v1/PodSandboxStatus.js';
 import { ANSWER_BOUND_MS } from '../harness/bounds.js';
 import { SHARED_PID_LINUX, useDaemon, type TestDaemon } from '../harness/daemon.js';
 import { useBusyboxImage } from '../harness/images.js';
+import { EventStream } from '../harness/events.js';
 import { parseLog } from '../harness/log.js';
 import {
   containerConfig,
@@ -320,70 +313,6 @@ describe('GetContainerEvents', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.match(output, /"name":\s*"crictl"/);
   });
 });
-
-/** A GetContainerEvents subscription on a connection of its own, as kubelet holds one. */
-class EventStream {
-  readonly received: WireEvent[] = [];
-  /** Resolves with the error the stream ended with, or null when it ended with OK. */
-  readonly ended: Promise<ServiceError | null>;
-  private readonly client: Client;
-  private readonly call: ClientReadableStream<WireEvent>;
-  private readonly listeners = new Set<() => void>();
-
-  constructor(socket: string) {
-    const method = loadCriDefinitions().runtime.GetContainerEvents;
-    assert.ok(method);
-    this.client = new Client(`unix://${socket}`, credentials.createInsecure());
-    this.call = this.client.makeServerStreamRequest(
-      method.path,
-      method.requestSerialize,
-      (bytes: Buffer) => method.responseDeserialize(bytes) as WireEvent,
-      {},
-      new Metadata(),
-      {},
-    );
-    this.ended = new Promise((resolve) => {
-      this.call.on('error', (err: ServiceError) => resolve(err));
-      this.call.on('end', () => resolve(null));
-    });
-    this.call.on('data', (event: WireEvent) => {
-      this.received.push(event);
-      for (const listener of this.listeners) listener();
-    });
-  }
-
-  /** The first event received (or receiving later) that `match` accepts. */
-  waitFor(match: (e: WireEvent) => boolean, timeoutMs = 30_000): Promise<WireEvent> {
-    const found = this.received.find(match);
-    if (found) return Promise.resolve(found);
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.listeners.delete(check);
-        reject(new Error(`no such event within ${timeoutMs} ms; got ${this.received.length}`));
-      }, timeoutMs);
-      const check = (): void => {
-        const event = this.received.find(match);
-        if (!event) return;
-        clearTimeout(timer);
-        this.listeners.delete(check);
-        resolve(event);
-      };
-      this.listeners.add(check);
-      void this.ended.then((err) => {
-        if (this.listeners.has(check)) check();
-        if (this.listeners.delete(check)) {
-          clearTimeout(timer);
-          reject(new Error(`the stream ended (${err?.message ?? 'OK'}) before the event came`));
-        }
-      });
-    });
-  }
-
-  close(): void {
-    this.call.cancel();
-    this.client.close();
-  }
-}
 
 /**
  * A subscriber that stops reading, as a kubelet stuck elsewhere would: a plain HTTP/2 stream that is

@@ -35,6 +35,8 @@ export function sandbox(over: Partial<Sandbox> = {}): Sandbox {
     resources: null,
     sandboxDir: '/var/lib/berth/sandboxes/pod1',
     infra: true,
+    infraStartTime: 0,
+    reason: '',
     ...over,
   };
 }

@@ -33,12 +33,15 @@ export function fixtureRecords(): FixtureRecords {
 export function fixtureRecordsReadNow(): FixtureRecords {
   const records = fixtureRecords();
   // Sandbox spec shape 2: every pod before it ran in the host's user namespace. Migration 6: no pod
-  // before it had a cgroup berth made, or recorded resources.
+  // before it had a cgroup berth made, or recorded resources. Migration 8: no infra's start time
+  // was recorded (start-up reads it), and no pod was found dead.
   const sandboxes = records.sandboxes.map((s) => ({
     ...s,
     spec: { ...s.spec, userNamespace: null },
     podCgroup: '',
     resources: null,
+    infraStartTime: 0,
+    reason: '',
   }));
   // Container spec shapes 2 to 5: no container before them asked for a CDI device, had an idmapped
   // or image volume (the fixture's have no mounts), or kept only the pod's groups. Schema 6: none

@@ -36,6 +36,8 @@ function edges<S extends string>(rules: readonly Rule<S>[]): string[] {
 /** Where each sandbox transition may start: its state, and its network state (null: any). */
 const SANDBOX_ALLOWED: [SandboxTransition, SandboxState[], NetworkState[] | null][] = [
   ['infraCreated', ['CREATING'], null],
+  ['infraIdentified', ['READY'], null],
+  ['foundDead', ['READY'], null],
   ['networkAdding', ['CREATING'], ['NONE']],
   ['pluginAddStarting', ['CREATING'], ['ADDING']],
   ['networkUp', ['CREATING'], ['ADDING']],
@@ -106,7 +108,7 @@ describe('sandbox lifecycle', () => {
       Object.entries(SANDBOX_TRANSITIONS)
         .filter(([, rule]) => rule.state.from.includes('READY') && rule.state.to !== undefined)
         .map(([name, rule]) => `${name}→${rule.state.to}`),
-      ['markNotReady→NOTREADY'],
+      ['foundDead→NOTREADY', 'markNotReady→NOTREADY'],
     );
     for (const rule of Object.values(SANDBOX_TRANSITIONS)) {
       assert.ok(!rule.network?.from.includes('TORN_DOWN'));

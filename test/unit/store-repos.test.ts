@@ -27,11 +27,15 @@ import { ContainerRepo, SandboxRepo, Store } from '../../src/store/index.js';
 import { emptyResources } from '../harness/container-spec.js';
 import { IMAGE_ID, cniResults, container, sandbox, storedNetworking } from '../harness/records.js';
 
+/** An infra process as runc created it: pid and start time. */
+const INFRA = { pid: 4242, startTime: 987654 };
 const UP = { results: cniResults(), ip: '10.88.0.5', additionalIps: ['fd00::5'] };
 
 /** Every transition, called with the arguments a RunPodSandbox or a Stop would give it. */
 const SANDBOX_CALLS: [SandboxTransition, (repo: SandboxRepo, id: string) => Sandbox][] = [
-  ['infraCreated', (repo, id) => repo.infraCreated(id, 4242)],
+  ['infraCreated', (repo, id) => repo.infraCreated(id, INFRA)],
+  ['infraIdentified', (repo, id) => repo.infraIdentified(id, INFRA)],
+  ['foundDead', (repo, id) => repo.foundDead(id, 'its infra process (pid 4242) is gone')],
   ['networkAdding', (repo, id) => repo.networkAdding(id, storedNetworking())],
   ['pluginAddStarting', (repo, id) => repo.pluginAddStarting(id, 1, 0)],
   ['networkUp', (repo, id) => repo.networkUp(id, UP)],
@@ -138,13 +142,13 @@ describe('SandboxRepo', () => {
         () => repo.networkAdding('pod1', storedNetworking()),
         { networkState: 'ADDING', cniConfig: storedNetworking() },
       ],
-      [() => repo.infraCreated('pod1', 4242), { pid: 4242 }],
+      [() => repo.infraCreated('pod1', INFRA), { pid: 4242, infraStartTime: 987654 }],
       [
         () => repo.networkUp('pod1', UP),
         { networkState: 'READY', cniResults: cniResults(), ip: '10.88.0.5', additionalIps: ['fd00::5'] },
       ],
       [() => repo.markReady('pod1'), { state: 'READY', step: 'ready' }],
-      [() => repo.markNotReady('pod1'), { state: 'NOTREADY', pid: 0 }],
+      [() => repo.markNotReady('pod1'), { state: 'NOTREADY', pid: 0, infraStartTime: 0 }],
       [() => repo.networkTornDown('pod1'), { networkState: 'TORN_DOWN' }],
       [() => repo.markNotReady('pod1'), {}],
     ];

@@ -43,7 +43,7 @@ describe('Store sandboxes', () => {
     assert.deepEqual(store.sandboxes.get(row.id), row);
 
     store.sandboxes.networkAdding(row.id, storedNetworking());
-    store.sandboxes.infraCreated(row.id, 4242);
+    store.sandboxes.infraCreated(row.id, { pid: 4242, startTime: 987654 });
     store.sandboxes.networkUp(row.id, { results: cniResults(), ip: '10.88.0.5', additionalIps: ['fd00::5'] });
     store.sandboxes.markReady(row.id);
     const updated = store.sandboxes.get(row.id);
@@ -57,6 +57,7 @@ describe('Store sandboxes', () => {
       ip: '10.88.0.5',
       additionalIps: ['fd00::5'],
       pid: 4242,
+      infraStartTime: 987654,
     });
 
     assert.deepEqual(store.sandboxes.list(), [updated]);
@@ -74,8 +75,8 @@ describe('Store sandboxes', () => {
   it('changes only the fields a transition sets', () => {
     const row = sandbox({ step: 'cni-add', ip: '10.88.0.9' });
     store.sandboxes.insert(row);
-    store.sandboxes.infraCreated(row.id, 4242);
-    assert.deepEqual(store.sandboxes.get(row.id), { ...row, pid: 4242 });
+    store.sandboxes.infraCreated(row.id, { pid: 4242, startTime: 987654 });
+    assert.deepEqual(store.sandboxes.get(row.id), { ...row, pid: 4242, infraStartTime: 987654 });
   });
 
   it('never rewrites the identity, even if a change carries it', () => {
