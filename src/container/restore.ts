@@ -22,6 +22,7 @@ import {
 } from './checkpoint-archive.js';
 import { ARCHIVE_FILES } from '../model/checkpoint-archive.js';
 import type { ContainerServiceDeps } from './context.js';
+import { requireInfraRunning } from '../sandbox/infra.js';
 
 /** A bound for a hang in reading or unpacking an archive, which may hold gigabytes of memory pages. */
 const ARCHIVE_TIMEOUT_MS = 10 * 60_000;
@@ -122,6 +123,9 @@ export async function restoreProcess(
   sandbox: Sandbox,
   logger: Logger,
 ): Promise<MonitorCreated> {
+  // The restore is where runc joins the pod's namespaces, by the paths the spec was given at
+  // create: an infra gone since then, its pid perhaps another process's, is not joined.
+  await requireInfraRunning(sandbox);
   const dir = containerDir(container.id, deps.config.rootDir);
   const restored = await runtime.restore({
     id: container.id,
