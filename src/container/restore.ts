@@ -25,6 +25,7 @@ import type { ContainerServiceDeps } from './context.js';
 import { criuUnavailable } from './criu.js';
 import { checkRestoredUser, type WantedUser, type WantedUserFields } from '../oci/restored-spec.js';
 import type { ResolvedUser, UserRequest } from '../oci/user.js';
+import { requireInfraRunning } from '../sandbox/infra.js';
 
 /** A bound for a hang in reading or unpacking an archive, which may hold gigabytes of memory pages. */
 const ARCHIVE_TIMEOUT_MS = 10 * 60_000;
@@ -174,6 +175,9 @@ export async function restoreProcess(
   sandbox: Sandbox,
   logger: Logger,
 ): Promise<MonitorCreated> {
+  // The restore is where runc joins the pod's namespaces, by the paths the spec was given at
+  // create: an infra gone since then, its pid perhaps another process's, is not joined.
+  await requireInfraRunning(sandbox);
   const dir = containerDir(container.id, deps.config.rootDir);
   const restored = await runtime.restore({
     id: container.id,

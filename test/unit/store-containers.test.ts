@@ -366,12 +366,15 @@ describe('Store containers migration', () => {
       assert.deepEqual(migrate(v2, migrations.slice(0, 2)), { from: 0, to: 2 });
       // Version 2 predates the infra column (migration 4), which defaults to the infra every pod then
       // ran, the spec version (migration 5), which defaults to the shape berth then wrote, and the
-      // pod cgroup and resources (migration 6), none for the pods of then.
+      // pod cgroup and resources (migration 6), none for the pods of then, and the infra's start
+      // time and the reason (migration 8), neither recorded then.
       const {
         infra: _infra,
         spec_version: _version,
         pod_cgroup: _cgroup,
         resources_json: _asked,
+        infra_start_time: _started,
+        reason: _reason,
         ...v2Record
       } = sandboxMapping.toRecord(row);
       insertRow(v2, 'sandboxes', v2Record);
