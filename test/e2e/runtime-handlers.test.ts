@@ -89,8 +89,9 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     // Pods of their own user namespace wherever the host can idmap (its probe, in verbose Status)
     // and the handler's runc joined a pinned user namespace (this one's can).
     const verbose = await daemon.cri.call<StatusResponse>('Status', { verbose: true });
-    const { overlayLower, tmpfs } = (JSON.parse(verbose.info.features ?? '{}') as { host: HostFeatures }).host
-      .idmappedMounts;
+    const { overlayLower, tmpfs } = (
+      JSON.parse(verbose.info.probedFeatures ?? '{}') as { host: HostFeatures }
+    ).host.idmappedMounts;
     for (const handler of res.runtime_handlers) {
       // This kernel (>= 5.12) and Debian's runc both support rro.
       assert.deepEqual(handler.features, {
@@ -102,8 +103,8 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
 
   it("verbose Status shows the host features berthd probed, logged once, and each handler's", async () => {
     const res = await daemon.cri.call<StatusResponse>('Status', { verbose: true });
-    assert.ok(res.info.features, 'verbose Status has no features');
-    const shown = JSON.parse(res.info.features) as {
+    assert.ok(res.info.probedFeatures, 'verbose Status has no features');
+    const shown = JSON.parse(res.info.probedFeatures) as {
       host: HostFeatures;
       runtimeHandlers: Record<
         string,
