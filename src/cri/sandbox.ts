@@ -35,8 +35,7 @@ export function sandboxHandlers(sandboxes: SandboxService) {
   return {
     RunPodSandbox: async (req) => {
       // The service checks the runtime handler: it looks it up once for the whole run.
-      const userNamespaces = sandboxes.userNamespacePods(req.runtime_handler);
-      const spec = toSandboxSpec(req, { userNamespaces });
+      const spec = toSandboxSpec(req, sandboxes.userNamespacePods(req.runtime_handler));
       const linux = req.config?.linux;
       const resources = toPodResources('config.linux.', linux?.resources, linux?.overhead);
       return { pod_sandbox_id: await sandboxes.run(spec, resources) };
@@ -68,6 +67,8 @@ export function sandboxHandlers(sandboxes: SandboxService) {
 /** What the pod's handler can run; by default, no pod of its own user namespace. */
 export interface SandboxAbilities {
   userNamespaces: boolean;
+  /** Why not, when it cannot (the handler's probes say). */
+  reason?: string;
 }
 
 export function toSandboxSpec(
@@ -92,7 +93,7 @@ export function toSandboxSpec(
   if (userNamespace !== null && !can.userNamespaces) {
     throw new InvalidArgumentError(
       `${NAMESPACE_OPTIONS}.userns_options.mode`,
-      `POD asks for a user namespace of its own, and runtime handler "${req.runtime_handler}" cannot run pods in one (its features.user_namespaces is false)`,
+      `POD asks for a user namespace of its own, and runtime handler "${req.runtime_handler}" cannot run pods in one (its features.user_namespaces is false${can.reason === undefined ? '' : `: ${can.reason}`})`,
     );
   }
   const runAsGroup = security?.run_as_group

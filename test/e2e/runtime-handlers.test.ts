@@ -113,6 +113,7 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
           userNamespaces: boolean;
           joinsUserNamespace: boolean;
           checkpointRestore: boolean;
+          off: Partial<Record<'recursiveReadOnlyMounts' | 'userNamespaces' | 'checkpointRestore', string>>;
         }
       >;
     };
@@ -140,13 +141,23 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.ok(shown.host.criu === null || shown.host.criu.version !== '');
     assert.deepEqual(Object.keys(shown.runtimeHandlers), ['runc', HANDLER]);
     for (const name of ['runc', HANDLER]) {
-      assert.deepEqual(shown.runtimeHandlers[name], {
+      const { off, ...features } = shown.runtimeHandlers[name] ?? { off: {} };
+      assert.deepEqual(features, {
         recursiveReadOnlyMounts: true,
         userNamespaces: overlayLower && tmpfs,
         joinsUserNamespace: overlayLower && tmpfs,
         // Both handlers' runc have the command: it comes down to whether criu works here.
         checkpointRestore: shown.host.criu?.usable === true,
       });
+      // A reason for each feature off, and none for one on; each logged once.
+      const offNames = ['recursiveReadOnlyMounts', 'userNamespaces', 'checkpointRestore'] as const;
+      assert.deepEqual(Object.keys(off).sort(), offNames.filter((feature) => !features[feature]).sort());
+      for (const reason of Object.values(off)) {
+        const lines = daemon.output
+          .split('\n')
+          .filter((line) => line.includes(`"handler":"${name}"`) && line.includes(JSON.stringify(reason)));
+        assert.equal(lines.length, 1, `logged once: ${reason}`);
+      }
     }
     assert.equal(daemon.output.split('"msg":"host features"').length - 1, 1, 'logged once');
   });
