@@ -1,7 +1,7 @@
 import { InvalidArgumentError } from '../errors.js';
 import { nowNanos } from '../time.js';
 import type { SandboxService } from '../sandbox/service.js';
-import type { PortMapping, Protocol, SandboxSpec } from '../model/sandbox.js';
+import type { PodUserNamespaceSpec, PortMapping, Protocol, SandboxSpec } from '../model/sandbox.js';
 import type { IdMapping } from '../oci/userns.js';
 import type { SandboxFilter, SandboxStateName, SandboxView } from '../sandbox/types.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
@@ -69,7 +69,12 @@ export interface SandboxAbilities {
   userNamespaces: boolean;
   /** Why not, when it cannot (the handler's probes say). */
   reason?: string;
+  /** The lowest host id a pod's namespace may map (userns_min_host_id); kubelet's 65536 by default. */
+  minHostId?: number;
 }
+
+/** kubelet's allocator never maps a pod below it: 0..65535 are the host's own users. */
+const KUBELET_MIN_HOST_ID = 65536;
 
 export function toSandboxSpec(
   req: Received<'RunPodSandboxRequest'>,
@@ -96,6 +101,7 @@ export function toSandboxSpec(
       `POD asks for a user namespace of its own, and runtime handler "${req.runtime_handler}" cannot run pods in one (its features.user_namespaces is false${can.reason === undefined ? '' : `: ${can.reason}`})`,
     );
   }
+  if (userNamespace !== null) aboveHostUsers(userNamespace, can.minHostId ?? KUBELET_MIN_HOST_ID);
   const runAsGroup = security?.run_as_group
     ? int64Id('config.linux.security_context.run_as_group.value', security.run_as_group.value)
     : null;
@@ -140,6 +146,23 @@ export function toSandboxSpec(
 }
 
 const NAMESPACE_OPTIONS = 'config.linux.security_context.namespace_options';
+
+/**
+ * A pod's host ids start at `minHostId` or above: below are the host's own users, whose files the
+ * pod's root would own. Checked here, not in cri/userns.ts, since a container's copy of the options
+ * is only compared with its pod's.
+ */
+function aboveHostUsers(userns: PodUserNamespaceSpec, minHostId: number): void {
+  for (const kind of ['uids', 'gids'] as const) {
+    const hostId = userns[kind][0]?.hostId ?? minHostId;
+    if (hostId < minHostId) {
+      throw new InvalidArgumentError(
+        `${NAMESPACE_OPTIONS}.userns_options.${kind}[0].host_id`,
+        `${hostId} is below ${minHostId}: host ids below it are the host's own users (userns_min_host_id)`,
+      );
+    }
+  }
+}
 
 function toNamespaces(options: Received<'NamespaceOption'> | null): SandboxSpec['namespaces'] {
   const base = NAMESPACE_OPTIONS;

@@ -39,11 +39,15 @@ export class SandboxService {
    * when its probes did, and why not when they did not. An unknown handler says no; the run
    * refuses it by name.
    */
-  userNamespacePods(name: string): { userNamespaces: boolean; reason?: string } {
+  userNamespacePods(name: string): { userNamespaces: boolean; reason?: string; minHostId: number } {
+    const minHostId = this.deps.config.usernsMinHostId;
     const features = this.deps.runtimes.find(name)?.features;
-    if (features === undefined) return { userNamespaces: false, reason: 'no such runtime handler' };
+    if (features === undefined)
+      return { userNamespaces: false, reason: 'no such runtime handler', minHostId };
     const reason = features.off.userNamespaces;
-    return reason === undefined ? { userNamespaces: true } : { userNamespaces: false, reason };
+    return reason === undefined
+      ? { userNamespaces: true, minHostId }
+      : { userNamespaces: false, reason, minHostId };
   }
 
   /** `resources`: what the pod asks for its cgroup as a whole; null when it asks nothing. */
