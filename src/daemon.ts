@@ -4,7 +4,7 @@ import { cgroupManager } from './cgroups/index.js';
 import { oomWitness } from './container/oom-witness.js';
 import { probeSystemd } from './host/systemd.js';
 import { lockDirs, type DirLocks } from './dir-lock.js';
-import { ensureDir, PASSABLE_DIR, PRIVATE_DIR } from './file-modes.js';
+import { ensureDir, makeDirWithParents, PASSABLE_DIR, PRIVATE_DIR } from './file-modes.js';
 import { Cni } from './cni/index.js';
 import { findProgram } from './exec.js';
 import type { BerthConfig } from './config/types.js';
@@ -14,7 +14,8 @@ import { loadCriServices } from './cri/loader.js';
 import { serveCri, type CriServer } from './cri/server.js';
 import { EventHub } from './events/hub.js';
 import { setUpAppArmor } from './host/apparmor.js';
-import { probeHostFeatures } from './host/features.js';
+import { probeHostFeatures, type HostFeatures } from './host/features.js';
+import { impassableAncestor } from './host/passable.js';
 import { LifecyclePublisher, sandboxChange, type LifecycleEvent } from './events/lifecycle.js';
 import { sweepImageStore } from './image/recovery.js';
 import { ImageService } from './image/service.js';
@@ -35,7 +36,13 @@ import { ContainerCheckpoint } from './checkpoint/service.js';
 import { ContainerService } from './container/service.js';
 import { PodStatsService } from './podstats/service.js';
 import { PodGate } from './sandbox/gate.js';
-import { ExitWatcher, openRuntimeHandlers, resetExecDirs } from './runtime/index.js';
+import {
+  ExitWatcher,
+  featuresOff,
+  openRuntimeHandlers,
+  resetExecDirs,
+  type HostCapabilities,
+} from './runtime/index.js';
 import { NodeState } from './node/state.js';
 import { SandboxService } from './sandbox/service.js';
 import { allSettledWithin, type ShutdownOptions } from './shutdown.js';
@@ -129,14 +136,7 @@ export async function startDaemon(
       systemdCgroup: config.cgroupDriver === 'systemd',
       kernelHasMountSetattr: host.idmappedMounts.mountSetattr,
       criuUsable: host.criu?.usable ?? false,
-      usernsProbe:
-        host.idmappedMounts.overlayLower && host.idmappedMounts.tmpfs
-          ? {
-              rootfs: infraRootfs,
-              scratchParent: join(config.stateDir, 'probe'),
-              timeoutMs: config.runtimeTimeoutMs,
-            }
-          : null,
+      usernsProbe: await usernsProbe(config, host, infraRootfs),
       exitDir,
       persistDir,
       socketDir: join(config.stateDir, 'sockets'),
@@ -145,6 +145,8 @@ export async function startDaemon(
       execDir,
     },
   );
+
+  for (const off of featuresOff(runtimes)) logger.warn(off, 'runtime handler feature off');
 
   const eventHub = new EventHub<LifecycleEvent<PodSnapshot>>({
     capacity: EVENT_BUFFER,
@@ -356,6 +358,27 @@ export async function startDaemon(
 }
 
 /**
+ * How the handlers try joining a user namespace, or why they do not: the host cannot idmap what such
+ * a pod needs, or its root could not get to berth's dirs (the state dir holds the probe's scratch
+ * dirs, the root dir the pods' files and rootfs).
+ */
+async function usernsProbe(
+  config: BerthConfig,
+  host: HostFeatures,
+  infraRootfs: string,
+): Promise<HostCapabilities['usernsProbe']> {
+  const { overlayLower, tmpfs, reason } = host.idmappedMounts;
+  if (!overlayLower || !tmpfs) return { skipped: `the host cannot idmap what such a pod needs: ${reason}` };
+  const blocked = await impassableAncestor([config.rootDir, config.stateDir]);
+  if (blocked !== null) return { skipped: blocked };
+  return {
+    rootfs: infraRootfs,
+    scratchParent: join(config.stateDir, 'probe'),
+    timeoutMs: config.runtimeTimeoutMs,
+  };
+}
+
+/**
  * Makes berthd's dirs and locks them (another berthd using one refuses to start), then gives them
  * their modes: the root dir is root's alone, image content, rootfs and secrets included, also when
  * an older berth made it 0711, until a pod of its own user namespace runs a container again (see
@@ -364,8 +387,8 @@ export async function startDaemon(
 async function claimDirs(config: BerthConfig): Promise<DirLocks> {
   // Nothing else is touched before the locks are held: a second berthd must leave the first alone.
   await Promise.all([
-    mkdir(config.rootDir, { recursive: true, mode: PRIVATE_DIR }),
-    mkdir(config.stateDir, { recursive: true, mode: PASSABLE_DIR }),
+    makeDirWithParents(config.rootDir, PRIVATE_DIR),
+    makeDirWithParents(config.stateDir, PASSABLE_DIR),
     mkdir(config.netnsDir, { recursive: true, mode: NETNS_DIR_MODE }),
   ]);
   const locks = await lockDirs([

@@ -4,6 +4,7 @@
  */
 import { chmodSync } from 'node:fs';
 import { chmod, chown, mkdir } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
 
 /**
  * berthd's own umask, set at start-up. runc, conmon, CNI plugins and the containers' processes
@@ -58,6 +59,21 @@ export async function passableToPod(
 export async function ensureDir(path: string, mode: number): Promise<void> {
   await mkdir(path, { recursive: true, mode });
   await chmod(path, mode);
+}
+
+/**
+ * mkdir -p of `path` at `mode`, where the parents it makes are left passable (PASSABLE_DIR), not
+ * `mode`, as mkdir would make them: they are berth's, hold nothing but the way down, and a
+ * user-namespaced pod's root must get through them (host/passable.ts).
+ */
+export async function makeDirWithParents(path: string, mode: number): Promise<void> {
+  const target = resolve(path);
+  const first = await mkdir(target, { recursive: true, mode });
+  if (first === undefined) return;
+  const made = resolve(first);
+  for (let dir = dirname(target); dir.length >= made.length && dir !== dirname(dir); dir = dirname(dir)) {
+    await chmod(dir, PASSABLE_DIR);
+  }
 }
 
 /** `mode` on each of `paths` that exists. Synchronous: for start-up, before anything is served. */

@@ -100,6 +100,15 @@ const DECLARED = {
     details:
       'auto runs one only for pods that share a pid namespace and pins the ipc and uts namespaces of the others as files; always runs one for every pod.',
   }),
+  usernsMinHostId: setting({
+    key: 'userns_min_host_id',
+    flag: { name: '--userns-min-host-id', arg: 'ID' },
+    kind: count(1, 0xffff_fffe),
+    // kubelet's allocator hands out 65536-aligned ranges from 65536 on, never the host's own users.
+    default: 65536,
+    help: "The lowest host id a pod's own user namespace may map",
+    details: "Below it are the host's own users. critest maps from 1000: lower it only for such a test node.",
+  }),
   shutdownTimeoutMs: setting({
     key: 'shutdown_timeout',
     flag: { name: '--shutdown-timeout', arg: 'DURATION' },

@@ -40,7 +40,7 @@ export function runtimeHandlers(config: BerthConfig, node: NodeState, host: Host
           ? {
               ...jsonInfo('config', config),
               ...jsonInfo('podCidrs', node.podCidrs.get()),
-              ...jsonInfo('features', features(host, node.runtimeHandlers)),
+              ...jsonInfo('probedFeatures', probedFeatures(host, node.runtimeHandlers)),
             }
           : {},
         runtime_handlers: wireHandlers(node.runtimeHandlers),
@@ -93,7 +93,7 @@ function wireHandlers(handlers: RuntimeHandlers): Sent<'RuntimeHandler'>[] {
 }
 
 /** The host's features, and each runtime handler's as it probed them when it was opened. */
-function features(host: HostFeatures, handlers: RuntimeHandlers): object {
+function probedFeatures(host: HostFeatures, handlers: RuntimeHandlers): object {
   return {
     host,
     runtimeHandlers: Object.fromEntries(handlers.all().map(({ name, features }) => [name, features])),

@@ -1,7 +1,7 @@
 import { InvalidArgumentError } from '../errors.js';
 import { nowNanos } from '../time.js';
 import type { SandboxService } from '../sandbox/service.js';
-import type { PortMapping, Protocol, SandboxSpec } from '../model/sandbox.js';
+import type { PodUserNamespaceSpec, PortMapping, Protocol, SandboxSpec } from '../model/sandbox.js';
 import type { IdMapping } from '../oci/userns.js';
 import type { SandboxFilter, SandboxStateName, SandboxView } from '../sandbox/types.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
@@ -35,8 +35,7 @@ export function sandboxHandlers(sandboxes: SandboxService) {
   return {
     RunPodSandbox: async (req) => {
       // The service checks the runtime handler: it looks it up once for the whole run.
-      const userNamespaces = sandboxes.userNamespacePods(req.runtime_handler);
-      const spec = toSandboxSpec(req, { userNamespaces });
+      const spec = toSandboxSpec(req, sandboxes.userNamespacePods(req.runtime_handler));
       const linux = req.config?.linux;
       const resources = toPodResources('config.linux.', linux?.resources, linux?.overhead);
       return { pod_sandbox_id: await sandboxes.run(spec, resources) };
@@ -71,7 +70,14 @@ export function sandboxHandlers(sandboxes: SandboxService) {
 /** What the pod's handler can run; by default, no pod of its own user namespace. */
 export interface SandboxAbilities {
   userNamespaces: boolean;
+  /** Why not, when it cannot (the handler's probes say). */
+  reason?: string;
+  /** The lowest host id a pod's namespace may map (userns_min_host_id); kubelet's 65536 by default. */
+  minHostId?: number;
 }
+
+/** kubelet's allocator never maps a pod below it: 0..65535 are the host's own users. */
+const KUBELET_MIN_HOST_ID = 65536;
 
 export function toSandboxSpec(
   req: Received<'RunPodSandboxRequest'>,
@@ -95,9 +101,10 @@ export function toSandboxSpec(
   if (userNamespace !== null && !can.userNamespaces) {
     throw new InvalidArgumentError(
       `${NAMESPACE_OPTIONS}.userns_options.mode`,
-      `POD asks for a user namespace of its own, and runtime handler "${req.runtime_handler}" cannot run pods in one (its features.user_namespaces is false)`,
+      `POD asks for a user namespace of its own, and runtime handler "${req.runtime_handler}" cannot run pods in one (its features.user_namespaces is false${can.reason === undefined ? '' : `: ${can.reason}`})`,
     );
   }
+  if (userNamespace !== null) aboveHostUsers(userNamespace, can.minHostId ?? KUBELET_MIN_HOST_ID);
   const runAsGroup = security?.run_as_group
     ? int64Id('config.linux.security_context.run_as_group.value', security.run_as_group.value)
     : null;
@@ -142,6 +149,23 @@ export function toSandboxSpec(
 }
 
 const NAMESPACE_OPTIONS = 'config.linux.security_context.namespace_options';
+
+/**
+ * A pod's host ids start at `minHostId` or above: below are the host's own users, whose files the
+ * pod's root would own. Checked here, not in cri/userns.ts, since a container's copy of the options
+ * is only compared with its pod's.
+ */
+function aboveHostUsers(userns: PodUserNamespaceSpec, minHostId: number): void {
+  for (const kind of ['uids', 'gids'] as const) {
+    const hostId = userns[kind][0]?.hostId ?? minHostId;
+    if (hostId < minHostId) {
+      throw new InvalidArgumentError(
+        `${NAMESPACE_OPTIONS}.userns_options.${kind}[0].host_id`,
+        `${hostId} is below ${minHostId}: host ids below it are the host's own users (userns_min_host_id)`,
+      );
+    }
+  }
+}
 
 function toNamespaces(options: Received<'NamespaceOption'> | null): SandboxSpec['namespaces'] {
   const base = NAMESPACE_OPTIONS;

@@ -10,7 +10,7 @@ import { Conmon, isConmonOf, type ConmonOptions } from './conmon.js';
 import { hasCheckpointCommand } from './checkpoint.js';
 import { Runc } from './runc.js';
 import { RuncConmonHandler } from './runc-conmon.js';
-import type { HandlerFeatures, RuntimeHandler } from './runtime.js';
+import type { HandlerFeatures, OptionalFeature, RuntimeHandler } from './runtime.js';
 import { probeUsernsJoin, type UsernsProbeOptions } from './userns-probe.js';
 
 /** What a pod record says of its handler. */
@@ -63,8 +63,11 @@ export class RuntimeHandlers {
 export interface HostCapabilities {
   /** Whether the kernel has mount_setattr(2). */
   kernelHasMountSetattr: boolean;
-  /** How to try joining a user namespace; null where the host's probe says it cannot idmap. */
-  usernsProbe: UsernsProbeOptions | null;
+  /**
+   * How to try joining a user namespace; or why it is not tried (the host cannot idmap, or a
+   * user namespace's root could not reach berth's dirs).
+   */
+  usernsProbe: UsernsProbeOptions | { skipped: string };
   /** criu passed `criu check`. */
   criuUsable: boolean;
 }
@@ -72,7 +75,7 @@ export interface HostCapabilities {
 /**
  * Recursive read-only mounts need mount_setattr(2) in the kernel (the host's probe says) and a
  * runc that knows "rro". Joining a user namespace is tried only where the host can idmap what a
- * user-namespaced pod needs (`usernsProbe` null where it cannot). Checkpoints need a usable criu
+ * user-namespaced pod needs and its root can reach berth's dirs (`usernsProbe` says why not). Checkpoints need a usable criu
  * and a runtime with the command that drives it.
  */
 export async function probeFeatures(
@@ -81,17 +84,50 @@ export async function probeFeatures(
 ): Promise<HandlerFeatures> {
   const [mountOptions, usernsFailure, checkpoints] = await Promise.all([
     runc.mountOptions(),
-    usernsProbe ? probeUsernsJoin(runc, usernsProbe) : 'not tried',
+    'skipped' in usernsProbe ? usernsProbe.skipped : probeUsernsJoin(runc, usernsProbe),
     criuUsable ? hasCheckpointCommand(runc) : false,
   ]);
+  const binary = runc.opts.binary;
+  const rroOff = !kernelHasMountSetattr
+    ? 'the kernel has no mount_setattr(2)'
+    : mountOptions.includes('rro')
+      ? null
+      : `${binary} does not list the rro mount option in its features`;
+  const checkpointOff = !criuUsable
+    ? 'criu is not usable on this host (see host.criu)'
+    : checkpoints
+      ? null
+      : `${binary} has no checkpoint command`;
+  // The join is only tried where the host can idmap overlay lowers and tmpfs and berth's dirs
+  // can be reached (skipped otherwise), which is all a user-namespaced pod's containers then need.
+  const usernsOff =
+    usernsFailure === null || 'skipped' in usernsProbe
+      ? usernsFailure
+      : `${binary} could not run a container joining a pinned user namespace: ${usernsFailure}`;
   return {
-    recursiveReadOnlyMounts: kernelHasMountSetattr && mountOptions.includes('rro'),
-    // The join is only tried where the host can idmap overlay lowers and tmpfs (the probe is
-    // null otherwise), which is all a user-namespaced pod's containers then need.
-    userNamespaces: usernsProbe !== null && usernsFailure === null,
+    recursiveReadOnlyMounts: rroOff === null,
+    userNamespaces: usernsOff === null,
     joinsUserNamespace: usernsFailure === null,
-    checkpointRestore: checkpoints,
+    checkpointRestore: checkpointOff === null,
+    off: {
+      ...(rroOff === null ? {} : { recursiveReadOnlyMounts: rroOff }),
+      ...(usernsOff === null ? {} : { userNamespaces: usernsOff }),
+      ...(checkpointOff === null ? {} : { checkpointRestore: checkpointOff }),
+    },
   };
+}
+
+/** Each feature a handler's probes turned off, and why: for one log line each at start-up. */
+export function featuresOff(
+  handlers: RuntimeHandlers,
+): { handler: string; feature: OptionalFeature; reason: string }[] {
+  return handlers.all().flatMap(({ name, features }) =>
+    (Object.entries(features.off) as [OptionalFeature, string][]).map(([feature, reason]) => ({
+      handler: name,
+      feature,
+      reason,
+    })),
+  );
 }
 
 export interface HandlerConfig {

@@ -11,8 +11,10 @@ export { EXEC_SYNC_OUTPUT_CAP, type ExecSyncResult } from './exec-sync.js';
 export { ExitWatcher, type ExitRecord, type OomWitness } from './exits.js';
 export {
   RuntimeHandlers,
+  featuresOff,
   openRuntimeHandlers,
   type HandlerConfig,
+  type HostCapabilities,
   type HandlerOwner,
   type SharedRuntimeConfig,
 } from './handlers.js';

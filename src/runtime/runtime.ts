@@ -23,7 +23,12 @@ export interface HandlerFeatures {
   joinsUserNamespace: boolean;
   /** criu passed `criu check` on this host and the handler's runtime has a `checkpoint` command. */
   checkpointRestore: boolean;
+  /** Why each feature kubelet or a user may ask for is off, for the log, verbose Status and refusals. */
+  off: Partial<Record<OptionalFeature, string>>;
 }
+
+/** The features a probe may turn off. */
+export type OptionalFeature = 'recursiveReadOnlyMounts' | 'userNamespaces' | 'checkpointRestore';
 
 /** A container as its monitor knows it: the id, and the bundle holding the monitor's control fifos. */
 export interface MonitoredContainer {

@@ -39,6 +39,7 @@ import { startTimeOf } from '../process/index.js';
 import { PRIVATE_DIR, PRIVATE_FILE, passableToPod } from '../file-modes.js';
 import { podLimits } from './pod-limits.js';
 import { checkApplicable } from './resize.js';
+import { checkOwnHostIds } from './userns-ranges.js';
 
 /** The infra process should be the last thing the OOM killer picks in a pod. */
 const INFRA_OOM_SCORE_ADJ = -998;
@@ -103,6 +104,8 @@ export class SandboxRun {
     // The row is written first and doubles as the journal: a crash at any later step leaves a
     // CREATING row that start-up repair rolls back using the paths recorded here. Each undo below
     // is an action of the same teardown, reading that row when it runs.
+    // Checked with no await before the insert: a second run of the same ids sees this one's row.
+    checkOwnHostIds(spec, sandboxes.list());
     const sandbox = newSandbox({
       id,
       spec,

@@ -40,10 +40,18 @@ export class SandboxService {
 
   /**
    * Whether a pod run with handler `name` may have a user namespace of its own: the handler says so
-   * when its probes did. An unknown handler says no; the run refuses it by name.
+   * when its probes did, and why not when they did not. An unknown handler says no; the run
+   * refuses it by name.
    */
-  userNamespacePods(name: string): boolean {
-    return this.deps.runtimes.find(name)?.features.userNamespaces ?? false;
+  userNamespacePods(name: string): { userNamespaces: boolean; reason?: string; minHostId: number } {
+    const minHostId = this.deps.config.usernsMinHostId;
+    const features = this.deps.runtimes.find(name)?.features;
+    if (features === undefined)
+      return { userNamespaces: false, reason: 'no such runtime handler', minHostId };
+    const reason = features.off.userNamespaces;
+    return reason === undefined
+      ? { userNamespaces: true, minHostId }
+      : { userNamespaces: false, reason, minHostId };
   }
 
   /** `resources`: what the pod asks for its cgroup as a whole; null when it asks nothing. */

@@ -88,7 +88,7 @@ async function hostFeatures(
   daemon: TestDaemon,
 ): Promise<{ enabled: boolean; defaultProfile: string | null }> {
   const res = await daemon.cri.call<{ info: Record<string, string> }>('Status', { verbose: true });
-  const shown = JSON.parse(res.info.features ?? '{}') as {
+  const shown = JSON.parse(res.info.probedFeatures ?? '{}') as {
     host: { appArmor: { enabled: boolean; defaultProfile: string | null } };
   };
   return shown.host.appArmor;

@@ -228,7 +228,7 @@ describe(
 
     test('features say checkpoints cannot be made, and why', async () => {
       const res = await daemon().cri.call<{ info: Record<string, string> }>('Status', { verbose: true });
-      const shown = JSON.parse(res.info.features ?? '{}') as {
+      const shown = JSON.parse(res.info.probedFeatures ?? '{}') as {
         host: HostFeatures;
         runtimeHandlers: Record<string, { checkpointRestore: boolean }>;
       };

@@ -77,7 +77,8 @@ describe('the CRI validation suite (critest)', { skip, timeout: CRITEST_TIMEOUT_
     daemon = await TestDaemon.create({
       // critest maps host ports and reaches them on 127.0.0.1.
       cni: 'bridge+portmap',
-      extraArgs: await critestRegistryArgs(registry, configDir),
+      // critest's user namespace specs map from host id 1000, below kubelet's 65536.
+      extraArgs: [...(await critestRegistryArgs(registry, configDir)), '--userns-min-host-id', '1000'],
     });
   });
 

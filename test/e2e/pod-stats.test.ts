@@ -383,7 +383,7 @@ for (const mode of ['auto', 'always'] as const)
 
     it('verbose Status reports the cgroup version and AppArmor as the node has them (crictl info)', async () => {
       const res = await daemon.cri.call<{ info: Record<string, string> }>('Status', { verbose: true });
-      const shown = JSON.parse(res.info.features ?? '{}') as {
+      const shown = JSON.parse(res.info.probedFeatures ?? '{}') as {
         host?: { cgroups?: { version?: string }; appArmor?: { enabled?: boolean } };
       };
       // Asked of the node here as runc asks it, not through berth's probe.

@@ -89,8 +89,9 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     // Pods of their own user namespace wherever the host can idmap (its probe, in verbose Status)
     // and the handler's runc joined a pinned user namespace (this one's can).
     const verbose = await daemon.cri.call<StatusResponse>('Status', { verbose: true });
-    const { overlayLower, tmpfs } = (JSON.parse(verbose.info.features ?? '{}') as { host: HostFeatures }).host
-      .idmappedMounts;
+    const { overlayLower, tmpfs } = (
+      JSON.parse(verbose.info.probedFeatures ?? '{}') as { host: HostFeatures }
+    ).host.idmappedMounts;
     for (const handler of res.runtime_handlers) {
       // This kernel (>= 5.12) and Debian's runc both support rro.
       assert.deepEqual(handler.features, {
@@ -102,8 +103,8 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
 
   it("verbose Status shows the host features berthd probed, logged once, and each handler's", async () => {
     const res = await daemon.cri.call<StatusResponse>('Status', { verbose: true });
-    assert.ok(res.info.features, 'verbose Status has no features');
-    const shown = JSON.parse(res.info.features) as {
+    assert.ok(res.info.probedFeatures, 'verbose Status has no features');
+    const shown = JSON.parse(res.info.probedFeatures) as {
       host: HostFeatures;
       runtimeHandlers: Record<
         string,
@@ -112,6 +113,7 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
           userNamespaces: boolean;
           joinsUserNamespace: boolean;
           checkpointRestore: boolean;
+          off: Partial<Record<'recursiveReadOnlyMounts' | 'userNamespaces' | 'checkpointRestore', string>>;
         }
       >;
     };
@@ -139,13 +141,23 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.ok(shown.host.criu === null || shown.host.criu.version !== '');
     assert.deepEqual(Object.keys(shown.runtimeHandlers), ['runc', HANDLER]);
     for (const name of ['runc', HANDLER]) {
-      assert.deepEqual(shown.runtimeHandlers[name], {
+      const { off, ...features } = shown.runtimeHandlers[name] ?? { off: {} };
+      assert.deepEqual(features, {
         recursiveReadOnlyMounts: true,
         userNamespaces: overlayLower && tmpfs,
         joinsUserNamespace: overlayLower && tmpfs,
         // Both handlers' runc have the command: it comes down to whether criu works here.
         checkpointRestore: shown.host.criu?.usable === true,
       });
+      // A reason for each feature off, and none for one on; each logged once.
+      const offNames = ['recursiveReadOnlyMounts', 'userNamespaces', 'checkpointRestore'] as const;
+      assert.deepEqual(Object.keys(off).sort(), offNames.filter((feature) => !features[feature]).sort());
+      for (const reason of Object.values(off)) {
+        const lines = daemon.output
+          .split('\n')
+          .filter((line) => line.includes(`"handler":"${name}"`) && line.includes(JSON.stringify(reason)));
+        assert.equal(lines.length, 1, `logged once: ${reason}`);
+      }
     }
     assert.equal(daemon.output.split('"msg":"host features"').length - 1, 1, 'logged once');
   });

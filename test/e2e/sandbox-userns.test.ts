@@ -169,6 +169,16 @@ describe('pods of their own user namespace', { skip, timeout: SUITE_TIMEOUT_MS }
         /uids\[0\]\.host_id/,
       ],
       ['NODE with mappings', { mode: 'NODE', uids: one, gids: one }, /userns_options\.uids/],
+      [
+        "the host's own users",
+        { mode: 'POD', uids: [{ container_id: 0, host_id: 1, length: 65536 }], gids: one },
+        /userns_options\.uids\[0\]\.host_id: 1 is below 65536: host ids below it are the host's own users/,
+      ],
+      [
+        "the host's own groups",
+        { mode: 'POD', uids: one, gids: [{ container_id: 0, host_id: 65535, length: 65536 }] },
+        /userns_options\.gids\[0\]\.host_id: 65535 is below 65536/,
+      ],
     ];
     for (const [what, userns, field] of cases) {
       await rejectsWith(
@@ -193,6 +203,67 @@ describe('pods of their own user namespace', { skip, timeout: SUITE_TIMEOUT_MS }
       status.INVALID_ARGUMENT,
       /namespace_options\.network/,
     );
+    await assertNothingLeft(d);
+  });
+
+  test("a pod whose host ids are another live pod's is refused, naming that pod, until it is removed", async () => {
+    const d = daemon();
+    const a = await runPodSandbox(
+      d.cri,
+      usernsPod(`own-a-${hex()}`, { mode: 'POD', uids: mapping(10), gids: mapping(11) }),
+    );
+    // The same range, a range overlapping it by one id, and a pod whose gids are a's: each would
+    // make its root and a's one user or group to the host.
+    const cases: [string, Record<string, unknown>, RegExp][] = [
+      [
+        'the same uids',
+        { mode: 'POD', uids: mapping(10), gids: mapping(12) },
+        /userns_options\.uids: host ids 655360\.\.720895/,
+      ],
+      [
+        'overlapping uids',
+        {
+          mode: 'POD',
+          uids: [{ container_id: 0, host_id: 65536 * 9 + 1, length: 65536 }],
+          gids: mapping(12),
+        },
+        /userns_options\.uids: host ids 655360\.\.655360 /,
+      ],
+      [
+        'the same gids',
+        { mode: 'POD', uids: mapping(12), gids: mapping(11) },
+        /userns_options\.gids: host ids/,
+      ],
+    ];
+    for (const [what, userns, detail] of cases) {
+      const err = await rejectsWith(
+        d.cri.call('RunPodSandbox', { config: usernsPod(`own-b-${hex()}`, userns) }),
+        status.FAILED_PRECONDITION,
+        detail,
+      ).catch((e: unknown) => assert.fail(`${what}: ${String(e)}`));
+      assert.match(err.details, new RegExp(`pod sandbox ${a} \\(berth-test/own-a-`), what);
+    }
+    // A stopped pod keeps its range: its files are still owned by those ids.
+    await d.cri.call('StopPodSandbox', { pod_sandbox_id: a });
+    await rejectsWith(
+      d.cri.call('RunPodSandbox', {
+        config: usernsPod(`own-c-${hex()}`, { mode: 'POD', uids: mapping(10), gids: mapping(12) }),
+      }),
+      status.FAILED_PRECONDITION,
+      new RegExp(`pod sandbox ${a} `),
+    );
+    // Disjoint ranges run side by side, and a's range is free again once a is removed.
+    const b = await runPodSandbox(
+      d.cri,
+      usernsPod(`own-d-${hex()}`, { mode: 'POD', uids: mapping(12), gids: mapping(12) }),
+    );
+    await stopAndRemovePod(d.cri, a);
+    const c = await runPodSandbox(
+      d.cri,
+      usernsPod(`own-e-${hex()}`, { mode: 'POD', uids: mapping(10), gids: mapping(11) }),
+    );
+    await stopAndRemovePod(d.cri, b);
+    await stopAndRemovePod(d.cri, c);
     await assertNothingLeft(d);
   });
 

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
-import { basename, join } from 'node:path';
+import { chmod, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ensureCgroup, membershipsOf, moveProcess } from '../../src/cgroups/hierarchy.js';
@@ -44,6 +44,11 @@ export interface TestDaemonOptions {
    * daemon that runs out of file descriptors soon.
    */
   fdLimit?: number;
+  /**
+   * The root dir one level further down, in a dir of this mode made before berthd starts (0700 is
+   * what `mktemp -d` makes): berthd must not change it.
+   */
+  rootParentMode?: number;
 }
 
 /**
@@ -71,7 +76,7 @@ export class TestDaemon {
   ) {
     this.base = join('/run', `berth-test-${tag}`);
     this.socket = join(this.base, 'berth.sock');
-    this.rootDir = join(this.base, 'root');
+    this.rootDir = join(this.base, ...(opts.rootParentMode === undefined ? [] : ['parent']), 'root');
     this.stateDir = join(this.base, 'state');
     this.netnsDir = join(this.base, 'netns');
     this.cniConfDir = join(this.base, 'cni');
@@ -92,6 +97,10 @@ export class TestDaemon {
   static async create(opts: TestDaemonOptions = {}): Promise<TestDaemon> {
     const daemon = new TestDaemon(randomBytes(4).toString('hex'), opts, await unusedPrefix(210));
     await mkdir(daemon.cniConfDir, { recursive: true });
+    if (opts.rootParentMode !== undefined) {
+      await mkdir(dirname(daemon.rootDir));
+      await chmod(dirname(daemon.rootDir), opts.rootParentMode);
+    }
     await daemon.writeCniConfig(opts.cni ?? 'bridge');
     try {
       await daemon.start();

@@ -50,6 +50,7 @@ state = "/srv/berth/run"
 log_level = "debug"
 cgroup_driver = "cgroupfs"
 pod_infra = "always"
+userns_min_host_id = 1000
 shutdown_timeout = "1m"
 
 [cni]
@@ -111,6 +112,7 @@ describe('loadConfig defaults', () => {
       monitorCgroup: 'berth-monitors',
       cgroupDriver: 'cgroupfs',
       podInfra: 'auto',
+      usernsMinHostId: 65536,
       shutdownTimeoutMs: 30_000,
       logLevel: 'info',
       cniTimeoutMs: 30_000,
@@ -163,6 +165,7 @@ describe('loadConfig config file', () => {
       monitorCgroup: 'inherit',
       cgroupDriver: 'cgroupfs',
       podInfra: 'always',
+      usernsMinHostId: 1000,
       shutdownTimeoutMs: 60_000,
       logLevel: 'debug',
       cniTimeoutMs: 90_000,

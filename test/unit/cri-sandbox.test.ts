@@ -279,8 +279,12 @@ describe('RunPodSandbox user namespace mappings, where the handler can run such 
       uids: [{ containerId: 0, hostId: 65536, length: 65536 }],
       gids: [{ containerId: 0, hostId: 131072, length: 1000 }],
     });
-    // critest's mapping, which no multiple of 65536 is.
-    assert.ok(toSandboxSpec(podWith({ mode: 'POD', uids: one(1000, 100000), gids: one(1000, 100000) }), can));
+    // critest's mapping, which no multiple of 65536 is, where userns_min_host_id lets it.
+    const critest = podWith({ mode: 'POD', uids: one(1000, 100000), gids: one(1000, 100000) });
+    assert.ok(toSandboxSpec(critest, { ...can, minHostId: 1000 }));
+    assert.throws(() => toSandboxSpec(critest, can), {
+      message: /uids\[0\]\.host_id: 1000 is below 65536: host ids below it are the host's own users/,
+    });
     assert.equal(toSandboxSpec(podWith({ mode: 'NODE', uids: [], gids: [] }), can).userNamespace, null);
   });
 

@@ -12,6 +12,10 @@ import { probeFeatures } from '../../src/runtime/handlers.js';
 import { openRuntimeHandlers, type RuntimeHandlers } from '../../src/runtime/index.js';
 import { Runc } from '../../src/runtime/runc.js';
 
+/** Why the handlers here run no user-namespaced pods, and make no checkpoints. */
+const NO_USERNS = 'no user namespaces in this test';
+const NO_CRIU = 'criu is not usable on this host (see host.criu)';
+
 let dir: string;
 let calls: string;
 let handlers: RuntimeHandlers;
@@ -38,7 +42,7 @@ before(async () => {
       binary: join(dir, 'no-conmon-is-run'),
       systemdCgroup: true,
       kernelHasMountSetattr: true,
-      usernsProbe: null,
+      usernsProbe: { skipped: NO_USERNS },
       criuUsable: false,
       exitDir: join(dir, 'exits'),
       socketDir: join(dir, 'sockets'),
@@ -82,6 +86,7 @@ test('each handler probed its runc once: rro needs mount_setattr (the host probe
       userNamespaces: false,
       joinsUserNamespace: false,
       checkpointRestore: false,
+      off: { userNamespaces: NO_USERNS, checkpointRestore: NO_CRIU },
     });
   }
   const probes = (await takeCalls()).filter((line) => line.endsWith(' features'));
@@ -101,7 +106,11 @@ function probeRunc(binary: string): Runc {
   });
 }
 
-const NO_HOST_CAPABILITIES = { kernelHasMountSetattr: false, usernsProbe: null, criuUsable: false };
+const NO_HOST_CAPABILITIES = {
+  kernelHasMountSetattr: false,
+  usernsProbe: { skipped: NO_USERNS },
+  criuUsable: false,
+};
 
 test('no rro on a kernel without mount_setattr, whatever runc says', async () => {
   const runc = probeRunc('fake-runc');
@@ -111,12 +120,18 @@ test('no rro on a kernel without mount_setattr, whatever runc says', async () =>
     userNamespaces: false,
     joinsUserNamespace: false,
     checkpointRestore: false,
+    off: {
+      recursiveReadOnlyMounts: 'the kernel has no mount_setattr(2)',
+      userNamespaces: NO_USERNS,
+      checkpointRestore: NO_CRIU,
+    },
   });
   assert.deepEqual(await probeFeatures(runc, { ...host, kernelHasMountSetattr: true }), {
     recursiveReadOnlyMounts: true,
     userNamespaces: false,
     joinsUserNamespace: false,
     checkpointRestore: false,
+    off: { userNamespaces: NO_USERNS, checkpointRestore: NO_CRIU },
   });
   await takeCalls();
 });
@@ -137,7 +152,9 @@ test('checkpoints only with a usable criu and a runtime that has the command', a
     '#!/bin/sh\ncase " $* " in *" checkpoint "*) exit 1 ;; *" features "*) echo {} ;; esac\n',
   );
   await chmod(noCommand.opts.binary, 0o755);
-  assert.equal((await probeFeatures(noCommand, { ...host, criuUsable: true })).checkpointRestore, false);
+  const without = await probeFeatures(noCommand, { ...host, criuUsable: true });
+  assert.equal(without.checkpointRestore, false);
+  assert.equal(without.off.checkpointRestore, `${noCommand.opts.binary} has no checkpoint command`);
   await takeCalls();
 });
 
