@@ -1,3 +1,7 @@
+/**
+ * The bounds on stats reads: pods and containers read at once by all calls together, and pod
+ * readings shared by the calls that want them at the same time.
+ */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -6,9 +10,11 @@ import { afterEach, beforeEach, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CgroupManager } from '../../src/cgroups/index.js';
 import type { CgroupStats } from '../../src/cgroups/stats.js';
+import type { ContainerServiceDeps } from '../../src/container/context.js';
+import { CONTAINERS_READ_AT_ONCE, ContainerStatsReader } from '../../src/container/stats.js';
 import { PODS_READ_AT_ONCE, PodStatsService } from '../../src/podstats/service.js';
 import { Store } from '../../src/store/index.js';
-import { sandbox } from '../harness/records.js';
+import { container, sandbox } from '../harness/records.js';
 
 const PODS = 40;
 
@@ -97,5 +103,37 @@ describe('PodStatsService', () => {
     await assert.rejects(list, /cancelled/);
     await sleep(100);
     assert.ok(seen.reads <= PODS_READ_AT_ONCE, `${seen.reads} pods read for a cancelled list`);
+  });
+});
+
+describe('ContainerStatsReader', () => {
+  let dir: string;
+  let store: Store;
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'berth-ctrstats-'));
+    store = Store.open(join(dir, 'berth.db'));
+    store.sandboxes.insert(sandbox({ state: 'READY' }));
+    for (let i = 0; i < 3 * CONTAINERS_READ_AT_ONCE; i++) {
+      const id = `c${String(i).padStart(8, '0')}`;
+      store.containers.insert(container({ id, name: id, state: 'RUNNING', pid: 100 + i }));
+    }
+  });
+
+  afterEach(() => {
+    store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('lists at once read a bounded number of containers together', async () => {
+    const { cgroups, seen } = slowCgroups();
+    const reader = new ContainerStatsReader({
+      store,
+      config: { rootDir: dir },
+      cgroups: { ...cgroups, readStats: cgroups.readStatsAt },
+    } as unknown as ContainerServiceDeps);
+    const lists = await Promise.all(Array.from({ length: 3 }, () => reader.listStats({})));
+    for (const list of lists) assert.equal(list.length, 3 * CONTAINERS_READ_AT_ONCE);
+    assert.ok(seen.most <= CONTAINERS_READ_AT_ONCE, `${seen.most} containers read at once`);
   });
 });
