@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { containerDir } from '../imagestore/rootfs.js';
+import { Limiter } from '../kit/limiter.js';
 import type { Container } from '../model/container.js';
 import { directoryUsage, type DirectoryUsage } from '../stats/disk.js';
 import { nowNanos } from '../time.js';
@@ -8,16 +9,28 @@ import { findContainer, hasProcess, selectContainers } from './lookup.js';
 import type { ContainerFilter, ContainerStatsView, WritableLayersUsage } from './types.js';
 import { cgroupUsageViews } from './usage.js';
 
+/**
+ * Containers read at once, by all calls together (lists, pods' stats, ImageFsInfo): each holds its
+ * cgroup files and its layer walk's directory open while it runs, so a node of thousands read all
+ * at once would run berthd out of descriptors.
+ */
+export const CONTAINERS_READ_AT_ONCE = 16;
+
 /** ContainerStats and ListContainerStats: cgroup and writable-layer usage. */
 export class ContainerStatsReader {
+  private readonly reads = new Limiter(CONTAINERS_READ_AT_ONCE);
+
   constructor(private readonly deps: ContainerServiceDeps) {}
 
   async stats(idOrPrefix: string): Promise<ContainerStatsView> {
     return this.statsOf(findContainer(this.deps.store, idOrPrefix));
   }
 
-  async listStats(filter: ContainerFilter): Promise<ContainerStatsView[]> {
-    return Promise.all(selectContainers(this.deps.store, filter).map((c) => this.statsOf(c)));
+  /** Once `signal` is aborted (the client is gone) no further container is read. */
+  async listStats(filter: ContainerFilter, signal?: AbortSignal): Promise<ContainerStatsView[]> {
+    return Promise.all(
+      selectContainers(this.deps.store, filter).map((c) => this.reads.run(() => this.statsOf(c), signal)),
+    );
   }
 
   /**
@@ -29,7 +42,9 @@ export class ContainerStatsReader {
   async writableLayers(): Promise<WritableLayersUsage> {
     const { config } = this.deps;
     const each = await Promise.all(
-      selectContainers(this.deps.store, {}).map((c) => this.writableLayer(c.id).catch(() => null)),
+      selectContainers(this.deps.store, {}).map((c) =>
+        this.reads.run(() => this.writableLayer(c.id)).catch(() => null),
+      ),
     );
     let bytes = 0n;
     let inodes = 0n;

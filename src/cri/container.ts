@@ -70,8 +70,8 @@ export function containerHandlers({ lifecycle, exec, stats, views }: ContainerSe
     ContainerStats: async (req) => ({
       stats: toWireStats(await stats.stats(requireId('container_id', req.container_id))),
     }),
-    ListContainerStats: async (req) => ({
-      stats: (await stats.listStats(toStatsFilter(req))).map(toWireStats),
+    ListContainerStats: async (req, { signal }) => ({
+      stats: (await stats.listStats(toStatsFilter(req), signal)).map(toWireStats),
     }),
   } satisfies UnaryHandlers<RuntimeServiceHandlers>;
 }

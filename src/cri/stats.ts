@@ -22,16 +22,16 @@ export function podStatsHandlers(pods: PodStatsService) {
     PodSandboxStats: async (req) => ({
       stats: toWirePodStats(await pods.stats(requireId('pod_sandbox_id', req.pod_sandbox_id))),
     }),
-    ListPodSandboxStats: async (req) => ({
-      stats: (await pods.listStats(toPodStatsFilter(req))).map(toWirePodStats),
+    ListPodSandboxStats: async (req, { signal }) => ({
+      stats: (await pods.listStats(toPodStatsFilter(req), signal)).map(toWirePodStats),
     }),
     ListMetricDescriptors: async () => ({
       descriptors: pods
         .metricDescriptors()
         .map((d) => ({ name: d.name, help: d.help, label_keys: d.labelKeys })),
     }),
-    ListPodSandboxMetrics: async () => ({
-      pod_metrics: (await pods.listMetrics()).map((p) => ({
+    ListPodSandboxMetrics: async (_req, { signal }) => ({
+      pod_metrics: (await pods.listMetrics(signal)).map((p) => ({
         pod_sandbox_id: p.podSandboxId,
         metrics: p.metrics.map(toWireMetric),
         container_metrics: p.containerMetrics.map((c) => ({

@@ -7,7 +7,8 @@
  *   a byte moving either way;
  * - a cap on open connections, upgraded ones included, so that idle sockets cannot use up berthd's
  *   file descriptors. A connection past the cap closes the oldest one that is not busy (no request
- *   being answered, not upgraded): held-open idle sockets cannot lock a real client out;
+ *   being answered; upgraded, only if its protocol says it is idle, as a SPDY connection with no
+ *   stream open): held-open idle sockets cannot lock a real client out;
  * - a bound on requests a connection may have waiting for their answers (pipelining): a client
  *   that sends thousands without reading the answers is cut off instead of queueing them all;
  * - malformed requests answered with the status HTTP defines for them, then the connection closed;
@@ -55,6 +56,8 @@ interface Connection {
   /** Requests received whose responses have not closed yet. */
   pending: number;
   upgraded: boolean;
+  /** Set by the upgraded protocol where it can tell: whether the connection serves nothing now. */
+  idle?: () => boolean;
 }
 
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
@@ -97,6 +100,15 @@ export class ConnectionGuard {
     );
   }
 
+  /**
+   * Lets the cap close upgraded connection `socket` whenever `idle` says it serves nothing: an
+   * upgraded connection is otherwise busy for as long as it is open.
+   */
+  closableWhen(socket: Duplex, idle: () => boolean): void {
+    const connection = this.connectionOf(socket);
+    if (connection) connection.idle = idle;
+  }
+
   /** Ends every connection, upgraded ones included. */
   destroyAll(): void {
     for (const { socket } of this.connections.values()) socket.destroy();
@@ -131,7 +143,7 @@ export class ConnectionGuard {
 
   private oldestIdle(except: Connection): Connection | undefined {
     for (const c of this.connections.values()) {
-      if (c !== except && !c.upgraded && c.pending === 0) return c;
+      if (c !== except && (c.upgraded ? (c.idle?.() ?? false) : c.pending === 0)) return c;
     }
     return undefined;
   }

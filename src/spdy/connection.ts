@@ -113,6 +113,11 @@ export class SpdyConnection extends EventEmitter<SpdyConnectionEvents> implement
     return this.closed;
   }
 
+  /** Streams open now, either side's (one half-closed still counts). */
+  get openStreams(): number {
+    return this.streams.size;
+  }
+
   /** Feeds bytes the HTTP upgrade already read past the request (the `head` of an upgrade). */
   feed(head: Buffer): void {
     this.transport.feed(head);

@@ -242,6 +242,9 @@ export class StreamingServer {
       maxStreams: request.kind === 'portforward' ? MAX_PORTFORWARD_STREAMS : MAX_REMOTECOMMAND_STREAMS,
     });
     conn.on('error', (err) => this.logger.debug({ err: errorMessage(err) }, 'SPDY connection failed'));
+    // Upgraded but with no stream open, a connection holds no session's work yet (or any more):
+    // past the cap it may go, or clients that upgrade and stay silent lock every exec out.
+    this.guard.closableWhen(socket, () => conn.openStreams === 0);
     if (request.kind === 'portforward') {
       servePortForwardSpdy(conn, request, this.runtime, this.streamCreationTimeoutMs(), this.logger);
     } else {

@@ -12,7 +12,7 @@ import { status } from '@grpc/grpc-js';
 import { rawExchange } from '../harness/hostile-http.js';
 import { ANSWER_DEADLINE_MS, closeAll, holdConnections, useListenerTarget } from '../harness/listeners.js';
 import { registrySkip } from '../harness/skip.js';
-import { channelText, spdyRemoteCommand, wsConnect } from '../harness/streaming.js';
+import { channelText, spdyRemoteCommand, spdyUpgrade, wsConnect } from '../harness/streaming.js';
 import { waitFor } from '../harness/wait.js';
 
 const SUITE_TIMEOUT_MS = 240_000;
@@ -61,6 +61,23 @@ describe('connection caps', { skip: registrySkip, timeout: SUITE_TIMEOUT_MS }, (
       closeAll(idle);
     }
     await t.assertServing('after the idle connections');
+  });
+
+  it('close upgraded SPDY connections that open no stream to let a real client in', async () => {
+    const t = target();
+    // Upgraded to SPDY and then silent: each counted as streaming and held its place until the
+    // client's 30 s to open its streams ran out, so that many of them locked every exec out.
+    const silent: Socket[] = [];
+    try {
+      for (let i = 0; i < STREAMING_CAP; i++) {
+        silent.push((await spdyUpgrade(await t.execUrl(['true']), ['v4.channel.k8s.io'])).socket);
+      }
+      const spdy = await spdyRemoteCommand(await t.execUrl(['echo', 'past silent upgrades']));
+      assert.match(spdy.stdout.toString(), /past silent upgrades/);
+    } finally {
+      closeAll(silent);
+    }
+    await t.assertServing('after the silent SPDY upgrades');
   });
 });
 

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { afterEach, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { ConnectionGuard, HTTP_SERVER_OPTIONS, MAX_PENDING_REQUESTS, refuse } from '../../src/http/guard.js';
@@ -120,6 +120,43 @@ describe('ConnectionGuard', () => {
     } finally {
       release();
       closeAll(idle);
+    }
+  });
+
+  it('past the cap closes an upgraded connection only once its protocol says it serves nothing', async () => {
+    const { guard, port } = await guarded(2);
+    let upgraded = 0;
+    guard.onUpgrade((req, socket) => {
+      upgraded++;
+      socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n');
+      if (req.url === '/silent') guard.closableWhen(socket, () => true);
+      if (req.url === '/working') guard.closableWhen(socket, () => false);
+    });
+    guard.onRequest((_req, res) => refuse(res, 404, 'nothing here'));
+    const upgrade = async (path: string): Promise<Socket> => {
+      const socket = connect(port, '127.0.0.1');
+      socket.on('error', () => undefined);
+      socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n`);
+      await once(socket, 'data');
+      return socket;
+    };
+    const working = await upgrade('/working');
+    const silent = await upgrade('/silent');
+    try {
+      assert.equal(upgraded, 2);
+      assert.equal((await rawExchange(port, GET('/'))).status, 404);
+      await waitFor(async () => silent.destroyed || silent.readableEnded, 10_000, {
+        what: 'the silent upgraded connection closed',
+      });
+      assert.ok(!working.destroyed && !working.readableEnded, 'the working upgraded connection was closed');
+      // With only working upgraded connections left, the newcomer is the one refused.
+      const other = await upgrade('/working');
+      const refused = await rawExchange(port, GET('/'), { windowMs: 5_000 });
+      assert.equal(refused.status, undefined);
+      other.destroy();
+    } finally {
+      working.destroy();
+      silent.destroy();
     }
   });
 
