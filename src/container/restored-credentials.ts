@@ -11,9 +11,6 @@ import { groupSet } from '../oci/restored-spec.js';
 import type { User } from '../oci/spec.js';
 import { credentialsFrom, type ProcessCredentials } from '../process/identity.js';
 
-/** A bound on the tree walked: a restore of more processes is refused rather than read for ever. */
-const MAX_PROCESSES = 4096;
-
 /** A restored process and its ids; null when its status could not be parsed. */
 export interface RestoredProcess {
   pid: number;
@@ -27,38 +24,34 @@ export class RestoredCredentialsError extends FailedPreconditionError {
 
 /**
  * The restored init and every process below it, as criu made them (it forks the whole tree from
- * its root task), from /proc/<pid>/task/<tid>/children, which criu itself needs. A process gone
- * while it is read is left out: it runs no more.
+ * its root task), found by the `PPid:` of every process in `procRoot`: the per-thread children
+ * files are not on every kernel. A process gone while it is read is left out: it runs no more.
  */
 export async function restoredProcesses(initPid: number, procRoot = '/proc'): Promise<RestoredProcess[]> {
+  const pids = (await readdir(procRoot)).filter((name) => /^\d+$/.test(name)).map(Number);
+  const read = (pid: number, file: string): Promise<string | null> =>
+    readFile(join(procRoot, String(pid), file), 'utf8').catch(gone);
+  const statuses = new Map<number, string>();
+  const children = new Map<number, number[]>();
+  await Promise.all(
+    pids.map(async (pid) => {
+      const text = await read(pid, 'status');
+      if (text === null) return;
+      statuses.set(pid, text);
+      const parent = Number(/^PPid:\s*(\d+)/m.exec(text)?.[1] ?? -1);
+      children.set(parent, [...(children.get(parent) ?? []), pid]);
+    }),
+  );
   const found: RestoredProcess[] = [];
-  const seen = new Set<number>([initPid]);
-  const queue = [initPid];
+  const queue = statuses.has(initPid) ? [initPid] : [];
+  // A pid reused between two reads could make a loop of parents.
+  const seen = new Set(queue);
   for (let pid = queue.shift(); pid !== undefined; pid = queue.shift()) {
-    const dir = join(procRoot, String(pid));
-    const read = (file: string): Promise<string | null> => readFile(join(dir, file), 'utf8').catch(gone);
-    const [status, uidMap, gidMap] = await Promise.all([read('status'), read('uid_map'), read('gid_map')]);
-    if (status === null) continue;
-    found.push({ pid, credentials: credentialsFrom(status, uidMap ?? '', gidMap ?? '') });
-    const tids = await readdir(join(dir, 'task')).catch((err: unknown): string[] => {
-      gone(err);
-      return [];
-    });
-    for (const tid of tids) {
-      const children = (await read(join('task', tid, 'children'))) ?? '';
-      for (const child of children
-        .split(/\s+/)
-        .filter((word) => /^\d+$/.test(word))
-        .map(Number)) {
-        if (seen.has(child)) continue;
-        if (seen.size >= MAX_PROCESSES) {
-          throw new RestoredCredentialsError(
-            `the restored container has more than ${MAX_PROCESSES} processes`,
-          );
-        }
-        seen.add(child);
-        queue.push(child);
-      }
+    const [uidMap, gidMap] = await Promise.all([read(pid, 'uid_map'), read(pid, 'gid_map')]);
+    found.push({ pid, credentials: credentialsFrom(statuses.get(pid) ?? '', uidMap ?? '', gidMap ?? '') });
+    for (const child of children.get(pid) ?? []) {
+      if (!seen.has(child)) queue.push(child);
+      seen.add(child);
     }
   }
   return found;

@@ -91,42 +91,47 @@ test("a restored process matches the spec's user only with every id of it", () =
   );
 });
 
-/** A dir laid out like /proc: each process' status and id maps, and its threads' children. */
-async function fakeProc(
-  processes: Record<number, { status: string; threads: Record<number, number[]> }>,
-): Promise<string> {
+/** A dir laid out like /proc: each process' status (with its parent) and id maps. */
+async function fakeProc(processes: Record<number, { status: string; parent: number }>): Promise<string> {
   const root = await mkdtemp(join(tmpdir(), 'berth-fake-proc-'));
-  for (const [pid, { status: text, threads }] of Object.entries(processes)) {
-    await mkdir(join(root, pid, 'task'), { recursive: true });
-    await writeFile(join(root, pid, 'status'), text);
+  for (const [pid, { status: text, parent }] of Object.entries(processes)) {
+    await mkdir(join(root, pid, 'task', pid), { recursive: true });
+    await writeFile(join(root, pid, 'status'), `${text}PPid:\t${parent}\n`);
     await writeFile(join(root, pid, 'uid_map'), IDENTITY);
     await writeFile(join(root, pid, 'gid_map'), IDENTITY);
-    for (const [tid, children] of Object.entries(threads)) {
-      await mkdir(join(root, pid, 'task', tid));
-      await writeFile(join(root, pid, 'task', tid, 'children'), children.map((c) => `${c} `).join(''));
-    }
   }
+  await mkdir(join(root, 'self'));
   return root;
 }
 
-test('the reader walks the whole tree below the init, every thread, and skips a process that has gone', async () => {
+test('the reader takes the init and every process below it, none beside it, and skips one that has gone', async () => {
   const user = status('1000\t1000\t1000\t1000', '1000\t1000\t1000\t1000', '10 1000');
   const root = status('0\t0\t0\t0', '0\t0\t0\t0', '0');
   const proc = await fakeProc({
-    100: { status: user, threads: { 100: [101], 102: [103, 104] } },
-    101: { status: user, threads: { 101: [] } },
-    103: { status: user, threads: { 103: [105] } },
-    // 104 is in no dir: it ended between the reads.
-    105: { status: root, threads: { 105: [] } },
-    200: { status: root, threads: { 200: [] } },
+    1: { status: root, parent: 0 },
+    90: { status: root, parent: 1 },
+    100: { status: user, parent: 90 },
+    101: { status: user, parent: 100 },
+    103: { status: user, parent: 100 },
+    // 104's parent, 102, is in no dir: it ended between the reads, and took nothing of the tree.
+    104: { status: root, parent: 102 },
+    105: { status: root, parent: 103 },
+    200: { status: root, parent: 1 },
   });
   try {
     const found = await restoredProcesses(100, proc);
     assert.deepEqual(
-      found.map((p) => p.pid),
+      found.map((p) => p.pid).sort((a, b) => a - b),
       [100, 101, 103, 105],
     );
     assert.match(firstMismatch(found, USER) ?? '', /process 105 runs with uids 0\/0\/0\/0/);
+    assert.equal(
+      firstMismatch(
+        found.filter((p) => p.pid !== 105),
+        USER,
+      ),
+      null,
+    );
     assert.deepEqual(await restoredProcesses(300, proc), []);
   } finally {
     await rm(proc, { recursive: true, force: true });
