@@ -14,6 +14,7 @@ import { nowNanos } from '../time.js';
 import { runtimeOf, withCurrent, type ContainerContext } from './context.js';
 import { ContainerCreation } from './create.js';
 import { restoreProcess } from './restore.js';
+import { RestoredCredentialsError } from './restored-credentials.js';
 import type { MonitorCreated } from '../runtime/index.js';
 import type { ExitRecorder } from './exit-recorder.js';
 import {
@@ -83,8 +84,10 @@ export class ContainerLifecycle {
           restored = await restoreProcess(this.ctx.deps, runtime, container, sandbox, logger);
         } else await runtime.start(id);
       } catch (err) {
-        // A start that went through before an error (or a retry after a crash) is a start.
-        if ((await runtime.state(id).catch(() => null))?.status === 'running') {
+        // A start that went through before an error (or a retry after a crash) is a start; a
+        // restore refused for its processes' ids is not, whatever outlived its kill.
+        const refused = err instanceof RestoredCredentialsError;
+        if (!refused && (await runtime.state(id).catch(() => null))?.status === 'running') {
           events.publish(containerChange('STARTED', store.containers.markRunning(id, startedAt)));
           return;
         }

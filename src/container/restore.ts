@@ -2,7 +2,7 @@
  * Containers made from a checkpoint archive (see checkpoint-archive.ts): what CreateContainer does
  * differently for one, and the restore its StartContainer does in place of a start.
  */
-import { rm } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import { FailedPreconditionError, InvalidArgumentError, errorMessage } from '../errors.js';
 import { LayerStore } from '../imagestore/layers.js';
@@ -26,6 +26,8 @@ import { criuUnavailable } from './criu.js';
 import { checkRestoredUser, type WantedUser, type WantedUserFields } from '../oci/restored-spec.js';
 import type { ResolvedUser, UserRequest } from '../oci/user.js';
 import { requireInfraRunning } from '../sandbox/infra.js';
+import type { Spec } from '../oci/spec.js';
+import { firstMismatch, restoredProcesses, RestoredCredentialsError } from './restored-credentials.js';
 
 /** A bound for a hang in reading or unpacking an archive, which may hold gigabytes of memory pages. */
 const ARCHIVE_TIMEOUT_MS = 10 * 60_000;
@@ -166,7 +168,8 @@ export async function unpackCheckpoint(
 /**
  * StartContainer of a container made from a checkpoint: its processes are restored under a new
  * monitor. The unpacked archive has served once they run, and goes; it stays after a failure, for
- * the container is then exited and its removal takes it.
+ * the container is then exited and its removal takes it. Restored processes whose ids are not the
+ * spec's user (refuseForeignCredentials) fail it too.
  */
 export async function restoreProcess(
   deps: Pick<ContainerServiceDeps, 'config'>,
@@ -190,10 +193,42 @@ export async function restoreProcess(
     imagePath: join(dir, UNPACKED_DIR, ARCHIVE_FILES.checkpoint),
     workPath: join(dir, WORK_DIR),
   });
+  await refuseForeignCredentials(runtime, container, restored);
   await rm(join(dir, UNPACKED_DIR), { recursive: true, force: true }).catch((err: unknown) => {
     logger.warn({ container: container.id, err: errorMessage(err) }, 'removing a used checkpoint failed');
   });
   return restored;
+}
+
+/**
+ * criu restored the processes with the ids its images hold: any process (real, effective, saved or
+ * fs ids, or groups) other than the spec's process.user is SIGKILLed with the whole container, its
+ * monitor and runc's container released as after a failed restore, and RestoredCredentialsError
+ * (FAILED_PRECONDITION) names it. A check that cannot be made refuses too.
+ */
+async function refuseForeignCredentials(
+  runtime: RuntimeHandler,
+  container: Container,
+  restored: MonitorCreated,
+): Promise<void> {
+  let why: string | null;
+  try {
+    const spec = JSON.parse(await readFile(join(container.bundleDir, 'config.json'), 'utf8')) as Spec;
+    why = firstMismatch(await restoredProcesses(restored.pid), spec.process?.user);
+  } catch (err) {
+    why = `its processes' credentials could not be checked: ${errorMessage(err)}`;
+  }
+  if (why === null) return;
+  let leftover = '';
+  try {
+    await runtime.kill(container.id, 'SIGKILL', { all: true });
+    await runtime.release(container.id, restored.monitorPid);
+  } catch (err) {
+    leftover = `; cleaning up failed too: ${errorMessage(err)}`;
+  }
+  throw new RestoredCredentialsError(
+    `the restored container was killed: ${why}; criu restores a process with the ids of its checkpoint images${leftover}`,
+  );
 }
 
 /** How conmon names a container in its own messages. */

@@ -13,7 +13,8 @@
  * The user can not simply be replaced: criu restores each process with the credentials its
  * images hold, whatever the spec says. So a restore whose spec.dump user differs from the one the
  * request resolves to is refused (checkRestoredUser), and only a matching one is restored. What
- * is compared is spec.dump's word for the credentials: criu's own images are not read.
+ * is compared is spec.dump's word for the credentials: criu's own images are not read, and the
+ * restored processes themselves are held to the spec's user once they run (restored-credentials.ts).
  */
 import { InvalidArgumentError } from '../errors.js';
 import type { Spec } from './spec.js';
@@ -95,6 +96,7 @@ export function checkRestoredUser(
   }
 }
 
-function groupSet(gid: number, groups: readonly number[]): number[] {
+/** A process's groups as compared: its supplementary ones and its primary gid, each once, sorted. */
+export function groupSet(gid: number, groups: readonly number[]): number[] {
   return [...new Set([gid, ...groups])].sort((a, b) => a - b);
 }

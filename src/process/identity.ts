@@ -50,6 +50,31 @@ export function identityFrom(status: string, uidMap: string, gidMap: string): Pr
   return { uid: inside(uid, uids), gid: inside(gid, gids), groups };
 }
 
+/** Every id of a process: real, effective, saved and filesystem uids and gids, and its groups. */
+export interface ProcessCredentials {
+  uids: number[];
+  gids: number[];
+  groups: number[];
+}
+
+/**
+ * All four uids and gids of the `Uid:` and `Gid:` lines and the `Groups:`, each back in the
+ * process's own namespace (as identityFrom); null when a line is missing or short.
+ */
+export function credentialsFrom(status: string, uidMap: string, gidMap: string): ProcessCredentials | null {
+  const fields = statusFields(status);
+  const uids = ids(fields.get('Uid') ?? '');
+  const gids = ids(fields.get('Gid') ?? '');
+  if (uids.length !== 4 || gids.length !== 4 || !fields.has('Groups')) return null;
+  const uidRanges = parseIdMap(uidMap);
+  const gidRanges = parseIdMap(gidMap);
+  return {
+    uids: uids.map((u) => inside(u, uidRanges)),
+    gids: gids.map((g) => inside(g, gidRanges)),
+    groups: ids(fields.get('Groups') ?? '').map((g) => inside(g, gidRanges)),
+  };
+}
+
 function statusFields(text: string): Map<string, string> {
   const fields = new Map<string, string>();
   for (const line of text.split('\n')) {
