@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `npm run test:vm -- <test files>`: runs built test files (dist/test/...js, or their test/...ts
-# sources) as root in the Debian 13 node VM (scripts/vm/run.sh), with the node test runner's spec
-# output streamed back. Builds the project on the host first; the VM shares the checkout read-only.
+# sources) as root in the Debian 13 node VM (scripts/vm/run.sh), each under a bound of its own
+# (scripts/vm/guest/files.sh), with the node test runner's spec output streamed back. Builds the
+# project on the host first; the VM shares the checkout read-only.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -30,7 +31,10 @@ trap 'rm -f "$job"' EXIT
 {
   echo 'set -e'
   echo 'echo "guest: $(uname -r), cgroup $(stat -fc %T /sys/fs/cgroup), node $(node --version)"'
-  printf 'exec node --test --test-reporter=spec --test-concurrency=1'
+  # Each file its own node --test process, under a bound: one that hangs cannot take the others.
+  # bash reads a script as it runs it: a copy, so that an edit of the checkout meanwhile is not read.
+  echo 'cp scripts/vm/guest/files.sh /tmp/berth-vm-files.sh'
+  printf 'exec bash /tmp/berth-vm-files.sh'
   printf ' %q' "${files[@]}"
   echo
 } >"$job"

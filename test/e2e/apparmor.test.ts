@@ -69,19 +69,28 @@ interface Setup {
 
 async function setUp(): Promise<Setup> {
   const registry = await startRegistry();
-  const image = await pushImage(registry, 'berth/apparmor', '1', {
-    layers: [
-      await busyboxLayer('gzip', {
-        applets: ['umount'],
-        entries: [{ type: 'dir', path: 'mnt' }],
-      }),
-    ],
-    config: { Cmd: ['/bin/sleep', '1000'], WorkingDir: '/' },
-  });
-  const daemon = await TestDaemon.create({ cni: 'bridge' });
-  await daemon.cri.callImage('PullImage', { image: { image: image.reference } });
-  const pod = await runPod(daemon.cri, daemon.pod('apparmor'));
-  return { registry, daemon, image, pod };
+  let daemon: TestDaemon | undefined;
+  try {
+    const image = await pushImage(registry, 'berth/apparmor', '1', {
+      layers: [
+        await busyboxLayer('gzip', {
+          applets: ['umount'],
+          entries: [{ type: 'dir', path: 'mnt' }],
+        }),
+      ],
+      config: { Cmd: ['/bin/sleep', '1000'], WorkingDir: '/' },
+    });
+    daemon = await TestDaemon.create({ cni: 'bridge' });
+    await daemon.cri.callImage('PullImage', { image: { image: image.reference } });
+    const pod = await runPod(daemon.cri, daemon.pod('apparmor'));
+    return { registry, daemon, image, pod };
+  } catch (err) {
+    // The after hooks see a whole Setup or none: a registry left running here kept the test
+    // process, and with it the VM run, alive after the failure until the run's own bound.
+    await daemon?.destroy();
+    await registry.stop();
+    throw err;
+  }
 }
 
 async function hostFeatures(
@@ -99,16 +108,20 @@ describe('AppArmor where the host has it', { skip: onSkip, timeout: SUITE_TIMEOU
   let n = 0;
 
   before(async () => {
-    await run('apparmor_parser', ['--replace'], { timeoutMs: 60_000, input: TEST_PROFILE_TEXT });
+    await run('apparmor_parser', ['--replace'], {
+      timeoutMs: 60_000 * BOUND_SCALE,
+      input: TEST_PROFILE_TEXT,
+    });
     s = await setUp();
   });
 
   after(async () => {
     await s?.daemon.destroy();
     await s?.registry.stop();
-    await run('apparmor_parser', ['--remove'], { timeoutMs: 60_000, input: TEST_PROFILE_TEXT }).catch(
-      () => undefined,
-    );
+    await run('apparmor_parser', ['--remove'], {
+      timeoutMs: 60_000 * BOUND_SCALE,
+      input: TEST_PROFILE_TEXT,
+    }).catch(() => undefined);
   });
 
   function start(extra: Record<string, unknown>, pod: Pod = s.pod): Promise<string> {

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { chmod, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { appendFileSync, existsSync } from 'node:fs';
+import { chmod, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -187,13 +187,22 @@ export class TestDaemon {
     }
     // After a kill -9 the old socket file and the old "serving" line are still there.
     const outputBefore = this.output.length;
-    proc.stderr?.on('data', (chunk: Buffer) => (this.output += chunk.toString()));
+    const logFile = daemonLogFile(this.tag);
+    proc.stderr?.on('data', (chunk: Buffer) => {
+      this.output += chunk.toString();
+      // Written as it comes: a test process killed by its bound keeps nothing in memory.
+      if (logFile !== null) appendFileSync(logFile, chunk);
+    });
+    const spawnedAt = Date.now();
     await waitFor(async () => {
       if (proc.exitCode !== null) throw new Error(`berthd exited with ${proc.exitCode}:\n${this.output}`);
       return existsSync(this.socket) && this.output.includes('serving CRI', outputBefore);
-    }, 30_000).catch((err: unknown) => {
+    }, SERVE_BOUND_MS).catch(async (err: unknown) => {
+      // Busy all along (a starved machine: start more than the bound) or blocked (a hang).
+      const cpu = await cpuSeconds(proc.pid);
+      const used = cpu === null ? '' : `; it used ${cpu} s of CPU in ${(Date.now() - spawnedAt) / 1000} s`;
       throw new Error(
-        `berthd did not serve: ${String(err)}; its output:\n${this.output.slice(outputBefore).slice(-4000)}`,
+        `berthd did not serve: ${String(err)}${used}; its output:\n${this.output.slice(outputBefore).slice(-4000) || '(none)'}`,
       );
     });
     this.client = new CriClient(this.socket);
@@ -373,6 +382,31 @@ export class TestDaemon {
   async waitForOutput(text: string, timeoutMs = 30_000): Promise<void> {
     await waitFor(async () => this.output.includes(text), timeoutMs);
   }
+}
+
+/**
+ * Where berthd's output goes too, one file per daemon, when BERTH_TEST_DAEMON_LOG_DIR names a dir:
+ * the VM's file runner (scripts/vm/guest/files.sh) shows their tails after a file fails.
+ */
+function daemonLogFile(tag: string): string | null {
+  const dir = process.env.BERTH_TEST_DAEMON_LOG_DIR;
+  return dir ? join(dir, `berthd-${tag}.log`) : null;
+}
+
+/**
+ * berthd's start to serving, a bound for a hang that waitFor scales by BOUND_SCALE. About 1 s on an
+ * idle host; 85 s in the emulated VM on a 2-core host at load 12, 68 s of it before berthd's first
+ * log line, loading its modules (measured); more than 120 s with both host cores busy besides.
+ */
+const SERVE_BOUND_MS = 60_000;
+
+/** User and system CPU a process has used, from /proc/<pid>/stat (in USER_HZ, 100 a second). */
+async function cpuSeconds(pid: number | undefined): Promise<number | null> {
+  const stat = pid === undefined ? '' : await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  // Fields after the command name, which may hold spaces: state is the first, utime the 12th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return Number.isFinite(ticks) ? ticks / 100 : null;
 }
 
 /** An exit code, or the signal that killed the process. */

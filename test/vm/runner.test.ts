@@ -1,7 +1,9 @@
 /**
  * scripts/vm/run.sh, the VM runner itself, on the host: a job's exit code comes back, a guest
  * that panics ends the run at once instead of idling until the timeout, and a boot that fails
- * before the job starts is tried again. scripts/vm/suites.sh runs this file after it has the image.
+ * before the job starts is tried again; and its file runner in the guest (scripts/vm/guest/files.sh)
+ * kills a test file that outlives its bound, says what hung and runs the next file.
+ * scripts/vm/suites.sh runs this file after it has the image.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -13,6 +15,11 @@ import { rootSkip } from '../harness/skip.js';
 import { runProgram } from '../harness/streaming.js';
 
 const RUN_SH = fileURLToPath(new URL('../../../scripts/vm/run.sh', import.meta.url));
+/**
+ * A file's bound in the file runner's test: far above the 30-odd s an emulated node took to run a
+ * tiny file on a loaded host.
+ */
+const FILE_BOUND_S = 90;
 // Bounds for a hang, far above the ~25 s an emulated boot takes here.
 const RUN_TIMEOUT_S = 900;
 const TEST_BOUND_MS = 2 * RUN_TIMEOUT_S * 1000;
@@ -72,5 +79,64 @@ describe('the VM runner', { skip, timeout: 4 * TEST_BOUND_MS }, () => {
     assert.equal(r.code, 124, r.stderr);
     assert.match(r.stderr, /had not started 1 s into the boot; stopping the VM/);
     assert.match(r.stderr, /no boot started the job; giving up/);
+  });
+
+  it('kills a test file that outlives its bound, says what hung, cleans up and runs the next', async () => {
+    // The first file leaves what a hung e2e file would: a detached process naming a test daemon's
+    // dir (as conmon does), a mount below it, a berthd log; then it hangs in its second test.
+    const hangs = `
+import { spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { describe, it } from 'node:test';
+describe('a stuck suite', () => {
+  it('passes first', () => {
+    mkdirSync('/run/berth-test-runner1/m', { recursive: true });
+    execFileSync('mount', ['-t', 'tmpfs', 'berth-test', '/run/berth-test-runner1/m']);
+    const args = ['-e', 'setInterval(() => {}, 1000)', '/run/berth-test-runner1'];
+    spawn(process.execPath, args, { detached: true, stdio: 'ignore' }).unref();
+    writeFileSync(process.env.BERTH_TEST_DAEMON_LOG_DIR + '/berthd-runner1.log', 'a line of berthd\\n');
+  });
+  it('waits forever', () => new Promise(() => setInterval(() => {}, 1000)));
+});
+`;
+    const next = `
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { it } from 'node:test';
+it('runs after the killed file, with its leftovers gone', () => {
+  const named = readdirSync('/proc').filter((p) => /^[0-9]+$/.test(p)).filter((pid) => {
+    try { return readFileSync('/proc/' + pid + '/cmdline', 'utf8').includes('/run/berth-test-runner1'); }
+    catch { return false; }
+  });
+  assert.deepEqual(named, []);
+  assert.doesNotMatch(readFileSync('/proc/self/mountinfo', 'utf8'), /berth-test-runner1/);
+  assert.equal(existsSync('/run/berth-test-runner1'), false);
+});
+`;
+    const job = [
+      `cat >/tmp/hangs.test.mjs <<'EOF'${hangs}EOF`,
+      `cat >/tmp/next.test.mjs <<'EOF'${next}EOF`,
+      'cp scripts/vm/guest/files.sh /tmp/files.sh',
+      `BERTH_VM_FILE_BOUND_S=${FILE_BOUND_S} bash /tmp/files.sh /tmp/hangs.test.mjs /tmp/next.test.mjs`,
+      '',
+    ].join('\n');
+    const r = await run('files', job);
+    const out = r.stdout;
+    assert.equal(r.code, 1, `${out}\n${r.stderr}`);
+    assert.match(
+      out,
+      new RegExp(
+        `KILLED: /tmp/hangs.test.mjs did not end within its ${FILE_BOUND_S} s bound; it was running: a stuck suite > waits forever`,
+      ),
+      out,
+    );
+    assert.match(out, /the last lines of berthd-runner1, which this file started:\na line of berthd\n/);
+    assert.match(out, /cleaned up after it: killed 1 test daemon processes, unmounted 1 mounts/);
+    assert.match(out, /✔ runs after the killed file, with its leftovers gone/);
+    assert.match(out, /\/tmp\/next.test.mjs passed in/);
+    assert.match(out, /1 of 2 files failed: \/tmp\/hangs.test.mjs/);
+    // The closing lines count both files: the killed one's pass and its kill, the next one's pass.
+    assert.match(out, /# tests 3\n# suites 0\n# pass 2\n# fail 1\n[^]*\n2 passed, 1 failed\n$/);
   });
 });
