@@ -11,6 +11,7 @@ import { InvalidArgumentError, errorMessage } from '../errors.js';
 import { ARCHIVE_FILES } from '../model/checkpoint-archive.js';
 import type { Spec } from '../oci/spec.js';
 import { isObject, isStringArray } from '../store/columns.js';
+import { UnpackError } from '../unpack/errors.js';
 import { entryComponents } from '../unpack/safety.js';
 import { TarReader } from '../unpack/tar-reader.js';
 import { unpackLayer } from '../unpack/index.js';
@@ -61,9 +62,11 @@ export async function checkArchive(path: string, timeoutMs: number): Promise<Che
   const found = new Map<string, Buffer>();
   let checkpointDir = false;
   let rootfsDiff = false;
+  let members = 0;
   try {
     const reader = new TarReader(stream as AsyncIterable<Buffer>);
     for (let entry = await reader.next(); entry !== undefined; entry = await reader.next()) {
+      members++;
       if (entry.path.startsWith('/')) throw invalid(path, `member ${JSON.stringify(entry.path)} is absolute`);
       const parts = entryComponents(entry.path);
       if (parts.length === 0) continue;
@@ -91,13 +94,37 @@ export async function checkArchive(path: string, timeoutMs: number): Promise<Che
     }
   } catch (err) {
     if (err instanceof InvalidArgumentError) throw err;
-    throw invalid(path, `is not a readable tar archive: ${errorMessage(err)}`);
+    throw invalid(path, unreadable(err, members));
   } finally {
     clearTimeout(timer);
     stream.destroy();
   }
   if (!checkpointDir) throw invalid(path, `has no ${ARCHIVE_FILES.checkpoint}/ directory`);
   return checked(path, 'tar', found, rootfsDiff);
+}
+
+/**
+ * Why `path` could not be read as a tar, in words that quote none of its bytes: the path may name
+ * any file on the node (/etc/shadow), and what the reader saw in it (a header's name or fields)
+ * would go to the client and the log. A file that is no tar at all fails on its first header.
+ */
+function unreadable(err: unknown, members: number): string {
+  if (!(err instanceof UnpackError))
+    return `is not a readable tar archive: ${withoutQuoted(errorMessage(err))}`;
+  if (members === 0)
+    return `is not a tar archive: its first 512 bytes are no valid tar header (${withoutQuoted(err.problem)})`;
+  return `is not a readable tar archive: after ${members} members, ${withoutQuoted(err.problem)}`;
+}
+
+/** Text with every quoted part (a file's bytes, as a reader or JSON.parse quotes them) left out. */
+function withoutQuoted(text: string): string {
+  return text.replace(/"(?:[^"\\]|\\.)*"(?:\.\.\.)?|'(?:[^'\\]|\\.)*'/g, '(…)');
+}
+
+/** JSON.parse quotes the text it failed on; only where it failed is said. */
+function notJson(err: unknown): string {
+  const at = /position (\d+)/.exec(errorMessage(err))?.[1];
+  return at === undefined ? 'is not JSON' : `is not JSON (at position ${at})`;
 }
 
 function checked(
@@ -122,7 +149,7 @@ function jsonMember(path: string, found: Map<string, Buffer>, name: string): unk
   try {
     return JSON.parse(bytes.toString('utf8'));
   } catch (err) {
-    throw invalid(path, `${name} is not JSON: ${errorMessage(err)}`);
+    throw invalid(path, `${name} ${notJson(err)}`);
   }
 }
 
@@ -145,7 +172,46 @@ function checkpointSpec(path: string, value: unknown): Spec {
   if (!isSpecOutline(value)) {
     throw invalid(path, `${ARCHIVE_FILES.spec} is not an OCI spec (no ociVersion, process, root or linux)`);
   }
+  checkRlimits(path, value.process?.rlimits);
   return value;
+}
+
+/** The resource limits runc knows (its strToRlimit); any other name fails runc's restore. */
+const RLIMITS = new Set(
+  ['AS', 'CORE', 'CPU', 'DATA', 'FSIZE', 'LOCKS', 'MEMLOCK', 'MSGQUEUE', 'NICE', 'NOFILE', 'NPROC', 'RSS']
+    .concat(['RTPRIO', 'RTTIME', 'SIGPENDING', 'STACK'])
+    .map((name) => `RLIMIT_${name}`),
+);
+
+/**
+ * The restored process keeps the checkpointed one's rlimits, written back into config.json. A
+ * value JSON numbers cannot hold exactly (past 2^53-1) would be written back rounded, as runc
+ * cannot read it (2^64-1, runc's "unlimited", comes back as 18446744073709552000, past uint64):
+ * such a value, like a limit runc does not know or one that is no whole number, is refused here
+ * naming the member's field, rather than failing in runc.
+ */
+function checkRlimits(path: string, rlimits: unknown): void {
+  if (rlimits === undefined) return;
+  const field = `${ARCHIVE_FILES.spec} process.rlimits`;
+  if (!Array.isArray(rlimits)) throw invalid(path, `${field} is not an array`);
+  for (const [i, r] of (rlimits as unknown[]).entries()) {
+    if (!isObject(r)) throw invalid(path, `${field}[${i}] is not an object`);
+    if (typeof r.type !== 'string' || !RLIMITS.has(r.type)) {
+      throw invalid(path, `${field}[${i}].type is not a resource limit runc knows`);
+    }
+    for (const key of ['soft', 'hard'] as const) {
+      const v = r[key];
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) {
+        throw invalid(path, `${field}[${i}].${key} is not a whole number of 0 or more`);
+      }
+      if (!Number.isSafeInteger(v)) {
+        throw invalid(
+          path,
+          `${field}[${i}].${key} (${r.type}) is beyond 2^53-1, which berth cannot write back exactly (2^64-1, unlimited, included)`,
+        );
+      }
+    }
+  }
 }
 
 /** The parts a restore reads or keeps; runc checks the rest as it does any spec. */
@@ -165,7 +231,7 @@ function deletedPaths(path: string, bytes: Buffer | undefined): string[][] {
   try {
     value = JSON.parse(bytes.toString('utf8'));
   } catch (err) {
-    throw invalid(path, `${ARCHIVE_FILES.deleted} is not JSON: ${errorMessage(err)}`);
+    throw invalid(path, `${ARCHIVE_FILES.deleted} ${notJson(err)}`);
   }
   if (!isStringArray(value)) throw invalid(path, `${ARCHIVE_FILES.deleted} is not a JSON array of paths`);
   return value.map((deleted) => {

@@ -112,7 +112,7 @@ describe(
         return shared;
       };
       const cases: [string, () => Buffer, RegExp][] = [
-        ['is not a tar', () => Buffer.from('not a tar archive at all\n'.repeat(40)), /not a readable tar/],
+        ['is not a tar', () => Buffer.from('not a tar archive at all\n'.repeat(40)), /is not a tar archive/],
         [
           'lacks spec.dump',
           () => tarball([configDump(imageRef()), { type: 'dir', path: 'checkpoint' }]),
@@ -134,6 +134,23 @@ describe(
           /escapes/,
         ],
         [
+          // RLIM_INFINITY as runc writes it: JSON numbers would round it past uint64.
+          'has an rlimit of 2^64-1',
+          () =>
+            tarball([
+              configDump(imageRef()),
+              {
+                type: 'file',
+                path: 'spec.dump',
+                content:
+                  '{"ociVersion":"1.0.2","process":{"args":["sh"],"cwd":"/","rlimits":[{"type":"RLIMIT_NOFILE",' +
+                  '"hard":18446744073709551615,"soft":1024}]},"root":{"path":"rootfs"},"linux":{}}',
+              },
+              { type: 'dir', path: 'checkpoint' },
+            ]),
+          /spec\.dump process\.rlimits\[0\]\.hard \(RLIMIT_NOFILE\) is beyond 2\^53-1/,
+        ],
+        [
           'holds a symlink',
           () =>
             archiveOf(imageRef(), { type: 'symlink', path: 'checkpoint/core-1.img', target: '/etc/shadow' }),
@@ -151,6 +168,24 @@ describe(
           await assertNothingLeft(d);
         });
       }
+
+      test('a file that is no archive (/etc/shadow, say): the error and the log name it, never its bytes', async () => {
+        const d = daemon();
+        const pod = badPod();
+        const secret = 'BERTH-SECRET-7f3a9c';
+        const path = join(workDir, 'shadow');
+        // More than a tar header block, so that the reader parses a "header" out of it.
+        const users = Array.from({ length: 30 }, (_, i) => `user${i}:*:19000:0:99999:7:::`);
+        await writeFile(path, [`root:${secret}:19000:0:99999:7:::`, ...users].join('\n'));
+        const logged = d.output.length;
+        const err = await rejectsWith(createRestored(d, pod, path), status.INVALID_ARGUMENT, FIELD);
+        assert.ok(!d.output.slice(logged).includes(secret), 'the log quotes none of it');
+        assert.ok(!err.details.includes(secret), err.details);
+        assert.ok(!err.details.includes('user1'), err.details);
+        assert.ok(err.details.includes(path), err.details);
+        assert.match(err.details, /is not a tar archive: its first 512 bytes are no valid tar header/);
+        await assertNothingLeft(d);
+      });
 
       test('an archive whose image berth has not pulled: FAILED_PRECONDITION naming the image', async () => {
         const d = daemon();
