@@ -205,6 +205,10 @@ function edits(value: unknown, field: string, bad: Bad): ContainerEdits {
   };
 }
 
+/** Linux's MINORBITS is 20, leaving 12 bits of a 32-bit dev_t for the major. */
+const MAX_MAJOR = 0xfff;
+const MAX_MINOR = 0xf_ffff;
+
 function deviceNode(value: unknown, field: string, bad: Bad): CdiDeviceNode {
   const d = object(value, field, bad);
   const path = absolute(d.path, `${field}.path`, bad);
@@ -225,6 +229,10 @@ function deviceNode(value: unknown, field: string, bad: Bad): CdiDeviceNode {
   for (const key of ['major', 'minor', 'fileMode', 'uid', 'gid'] as const) {
     if (d[key] !== undefined) node[key] = id(d[key], `${field}.${key}`, bad);
   }
+  // The kernel's device numbers are 12 bits of major and 20 of minor: a larger one names no
+  // device, and runc's mknod and device rule would fail the create with no field to name.
+  if (node.major !== undefined && node.major > MAX_MAJOR) bad(`${field}.major`, `is past ${MAX_MAJOR}`);
+  if (node.minor !== undefined && node.minor > MAX_MINOR) bad(`${field}.minor`, `is past ${MAX_MINOR}`);
   return node;
 }
 

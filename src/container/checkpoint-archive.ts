@@ -79,9 +79,11 @@ export async function checkArchive(path: string, timeoutMs: number): Promise<Che
   const found = new Map<string, Buffer>();
   let checkpointDir = false;
   let rootfsDiff = false;
+  let members = 0;
   try {
     const reader = new TarReader(stream as AsyncIterable<Buffer>);
     for (let entry = await reader.next(); entry !== undefined; entry = await reader.next()) {
+      members++;
       if (entry.path.startsWith('/')) throw invalid(path, `member ${JSON.stringify(entry.path)} is absolute`);
       const parts = entryComponents(entry.path);
       if (parts.length === 0) continue;
@@ -113,13 +115,37 @@ export async function checkArchive(path: string, timeoutMs: number): Promise<Che
     }
   } catch (err) {
     if (err instanceof InvalidArgumentError) throw err;
-    throw invalid(path, `is not a readable tar archive: ${errorMessage(err)}`);
+    throw invalid(path, unreadable(err, members));
   } finally {
     clearTimeout(timer);
     stream.destroy();
   }
   if (!checkpointDir) throw invalid(path, `has no ${ARCHIVE_FILES.checkpoint}/ directory`);
   return checked(path, 'tar', found, rootfsDiff);
+}
+
+/**
+ * Why `path` could not be read as a tar, in words that quote none of its bytes: the path may name
+ * any file on the node (/etc/shadow), and what the reader saw in it (a header's name or fields)
+ * would go to the client and the log. A file that is no tar at all fails on its first header.
+ */
+function unreadable(err: unknown, members: number): string {
+  if (!(err instanceof UnpackError))
+    return `is not a readable tar archive: ${withoutQuoted(errorMessage(err))}`;
+  if (members === 0)
+    return `is not a tar archive: its first 512 bytes are no valid tar header (${withoutQuoted(err.problem)})`;
+  return `is not a readable tar archive: after ${members} members, ${withoutQuoted(err.problem)}`;
+}
+
+/** Text with every quoted part (a file's bytes, as a reader or JSON.parse quotes them) left out. */
+function withoutQuoted(text: string): string {
+  return text.replace(/"(?:[^"\\]|\\.)*"(?:\.\.\.)?|'(?:[^'\\]|\\.)*'/g, '(…)');
+}
+
+/** JSON.parse quotes the text it failed on; only where it failed is said. */
+function notJson(err: unknown): string {
+  const at = /position (\d+)/.exec(errorMessage(err))?.[1];
+  return at === undefined ? 'is not JSON' : `is not JSON (at position ${at})`;
 }
 
 function checked(
@@ -144,7 +170,7 @@ function jsonMember(path: string, found: Map<string, Buffer>, name: string): unk
   try {
     return JSON.parse(bytes.toString('utf8'));
   } catch (err) {
-    throw invalid(path, `${name} is not JSON: ${errorMessage(err)}`);
+    throw invalid(path, `${name} ${notJson(err)}`);
   }
 }
 
@@ -206,7 +232,7 @@ function deletedPaths(path: string, bytes: Buffer | undefined): string[][] {
   try {
     value = JSON.parse(bytes.toString('utf8'));
   } catch (err) {
-    throw invalid(path, `${ARCHIVE_FILES.deleted} is not JSON: ${errorMessage(err)}`);
+    throw invalid(path, `${ARCHIVE_FILES.deleted} ${notJson(err)}`);
   }
   if (!isStringArray(value)) throw invalid(path, `${ARCHIVE_FILES.deleted} is not a JSON array of paths`);
   return value.map((deleted) => {

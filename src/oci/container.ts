@@ -10,7 +10,7 @@
 import { posix } from 'node:path';
 import { InvalidArgumentError } from '../errors.js';
 import { DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS, infraMounts } from './infra.js';
-import { joinUserNamespace, mappingsOf } from './userns.js';
+import { joinUserNamespace, mappingsOf, type IdMapping } from './userns.js';
 import {
   recursiveReadOnlyProblem,
   requireSourcePropagation,
@@ -197,6 +197,13 @@ function userNamespaceMappings(input: ContainerSpecInput): Pick<Linux, 'uidMappi
   return user ? mappingsOf(joinUserNamespace(user)) : {};
 }
 
+/** The group devpts gives new terminals (`tty`), as the standard mounts set it. */
+const TTY_GID = 5;
+
+function isMapped(mappings: readonly IdMapping[], id: number): boolean {
+  return mappings.some((m) => id >= m.containerId && id < m.containerId + m.length);
+}
+
 /**
  * In order: the standard filesystems, the pod's files, then the CRI mounts, parents before
  * children. A CRI mount replaces any standard mount or pod file at the same destination (kubelet
@@ -208,9 +215,15 @@ export function containerMounts(input: ContainerSpecInput): Mount[] {
   const fromCri = criMounts(input.mounts);
   const taken = new Set(fromCri.map((m) => m.destination));
   const defaults: Mount[] = [];
+  const userns = input.podNamespaces.user ?? null;
   for (const m of infraMounts()) {
     if (m.destination === '/dev/shm') continue;
-    if (m.destination === '/sys' && sec.privileged) {
+    if (m.type === 'devpts' && userns !== null && !isMapped(userns.gids, TTY_GID)) {
+      // The kernel refuses a devpts gid= the namespace does not map (EINVAL, which failed the
+      // create as UNKNOWN for a pod mapping fewer than 6 gids); as runc does for rootless
+      // containers, new terminals then take the opener's group.
+      defaults.push({ ...m, options: (m.options ?? []).filter((o) => o !== `gid=${TTY_GID}`) });
+    } else if (m.destination === '/sys' && sec.privileged) {
       defaults.push({ ...m, options: (m.options ?? []).filter((o) => o !== 'ro') });
     } else {
       defaults.push(m);

@@ -8,7 +8,8 @@ import { BerthError, ExecError } from '../errors.js';
 export class UnpackError extends BerthError {
   override name = 'UnpackError';
   constructor(
-    problem: string,
+    /** What is wrong, without the entry's name. */
+    readonly problem: string,
     readonly entry?: string,
     options?: { cause?: unknown },
   ) {

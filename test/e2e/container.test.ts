@@ -372,7 +372,7 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
       await writeFile(join(real, 'from-host'), 'hi\n');
       const { symlink } = await import('node:fs/promises');
       await symlink(real, join(hostBase, 'link'));
-      const id = await startNew('mounts', {
+      const config = {
         mounts: [
           {
             container_path: '/shared',
@@ -381,7 +381,22 @@ describe('containers in pods', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
           },
         ],
         linux: { security_context: { privileged: true } },
-      });
+      };
+      // On a private host mount it is refused, and the host mount is left private.
+      await rejectsWith(
+        create('mounts-private', config),
+        status.FAILED_PRECONDITION,
+        /needs a shared host mount/,
+      );
+      const table = await readFile('/proc/self/mountinfo', 'utf8');
+      const line =
+        table
+          .split('\n')
+          .filter((l) => l.split(' ')[4] === hostBase)
+          .at(-1) ?? '';
+      assert.doesNotMatch(line, / shared:/, 'still private');
+      await run('mount', ['--make-shared', hostBase], { timeoutMs: 10_000 });
+      const id = await startNew('mounts', config);
       assert.equal(await execText(daemon.cri, id, ['cat', '/shared/from-host']), 'hi\n');
       await execText(daemon.cri, id, [
         'sh',

@@ -114,7 +114,7 @@ describe(
         return shared;
       };
       const cases: [string, () => Buffer, RegExp][] = [
-        ['is not a tar', () => Buffer.from('not a tar archive at all\n'.repeat(40)), /not a readable tar/],
+        ['is not a tar', () => Buffer.from('not a tar archive at all\n'.repeat(40)), /is not a tar archive/],
         [
           'lacks spec.dump',
           () => tarball([configDump(imageRef()), { type: 'dir', path: 'checkpoint' }]),
@@ -172,6 +172,24 @@ describe(
           await assertNothingLeft(d);
         });
       }
+
+      test('a file that is no archive (/etc/shadow, say): the error and the log name it, never its bytes', async () => {
+        const d = daemon();
+        const pod = badPod();
+        const secret = 'BERTH-SECRET-7f3a9c';
+        const path = join(workDir, 'shadow');
+        // More than a tar header block, so that the reader parses a "header" out of it.
+        const users = Array.from({ length: 30 }, (_, i) => `user${i}:*:19000:0:99999:7:::`);
+        await writeFile(path, [`root:${secret}:19000:0:99999:7:::`, ...users].join('\n'));
+        const logged = d.output.length;
+        const err = await rejectsWith(createRestored(d, pod, path), status.INVALID_ARGUMENT, FIELD);
+        assert.ok(!d.output.slice(logged).includes(secret), 'the log quotes none of it');
+        assert.ok(!err.details.includes(secret), err.details);
+        assert.ok(!err.details.includes('user1'), err.details);
+        assert.ok(err.details.includes(path), err.details);
+        assert.match(err.details, /is not a tar archive: its first 512 bytes are no valid tar header/);
+        await assertNothingLeft(d);
+      });
 
       test('an archive whose image berth has not pulled: FAILED_PRECONDITION naming the image', async () => {
         const d = daemon();

@@ -73,6 +73,24 @@ describe('containers of a pod of its own user namespace', { skip, timeout: SUITE
     return { pod, ctr };
   }
 
+  test('a pod mapping one id runs its root container: devpts takes no unmapped tty group', async () => {
+    const d = daemon();
+    const one = [{ container_id: 0, host_id: 65536 * 9, length: 1 }];
+    const ns = { ...usernsOptions(65536 * 9), userns_options: { mode: 'POD', uids: one, gids: one } };
+    const pod = await runPod(
+      d.cri,
+      podConfig(`one-${hex()}`, { linux: { security_context: { namespace_options: ns } } }),
+    );
+    const ctr = await startContainer(
+      d.cri,
+      pod,
+      containerConfig('c', image(), { linux: { security_context: { namespace_options: ns } } }),
+    );
+    const res = await execSync(d.cri, ctr, ['cat', '/proc/self/uid_map']);
+    assert.deepEqual(mapLines(res.stdout.toString()), [[0, 65536 * 9, 1]]);
+    await stopAndRemovePod(d.cri, pod.id);
+  });
+
   test('the runtime handler reports user namespaces, and not for host-network pods', async () => {
     const res = await daemon().cri.call<{
       features: { user_namespaces: boolean; user_namespaces_host_network?: boolean } | null;

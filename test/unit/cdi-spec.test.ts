@@ -76,6 +76,24 @@ test('each refusal names the file and the field', () => {
       /hookName "later"/,
     ],
     [
+      'major 2^32-1',
+      minimal({
+        devices: [
+          { name: 'a', containerEdits: { deviceNodes: [{ path: '/dev/a', major: 4294967295, minor: 1 }] } },
+        ],
+      }),
+      /deviceNodes\[0\]\.major is past 4095/,
+    ],
+    [
+      'minor 2^32-1',
+      minimal({
+        devices: [
+          { name: 'a', containerEdits: { deviceNodes: [{ path: '/dev/a', major: 1, minor: 4294967295 }] } },
+        ],
+      }),
+      /deviceNodes\[0\]\.minor is past 1048575/,
+    ],
+    [
       'negative gid',
       minimal({ devices: [{ name: 'a', containerEdits: { additionalGIDs: [-1] } }] }),
       /additionalGIDs\[0\]/,
