@@ -134,7 +134,9 @@ function unreadable(err: unknown, members: number): string {
     return `is not a readable tar archive: ${withoutQuoted(errorMessage(err))}`;
   if (members === 0)
     return `is not a tar archive: its first 512 bytes are no valid tar header (${withoutQuoted(err.problem)})`;
-  return `is not a readable tar archive: after ${members} members, ${withoutQuoted(err.problem)}`;
+  // Past the first header the file is a tar, and the member named is one of its own.
+  const at = err.entry === undefined ? '' : ` member ${JSON.stringify(err.entry)}:`;
+  return `is not a readable tar archive: after ${members} members,${at} ${withoutQuoted(err.problem)}`;
 }
 
 /** Text with every quoted part (a file's bytes, as a reader or JSON.parse quotes them) left out. */
