@@ -95,6 +95,18 @@ describe('image volumes', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     return res.stdout.toString() + res.stderr.toString();
   }
 
+  /**
+   * An image's setuid binaries and device nodes grant nothing: each of the container's volumes at
+   * `paths` is read-only, nosuid and nodev, as its own /proc/self/mountinfo shows.
+   */
+  async function assertGrantNothing(id: string, paths: readonly string[]): Promise<void> {
+    const table = parseMountInfo(await sh(id, 'cat /proc/self/mountinfo'));
+    for (const path of paths) {
+      const options = (topMount(table, path)?.mountOptions ?? '').split(',');
+      for (const flag of ['ro', 'nosuid', 'nodev']) assert.ok(options.includes(flag), `${path}: ${flag}`);
+    }
+  }
+
   test('whole, at a sub path, through links that stay in the image, and of one layer, read-only', async () => {
     const id = await startContainer(
       daemon.cri,
@@ -116,12 +128,7 @@ describe('image volumes', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     for (const path of ['/iv/data/x', '/sub/x', '/single/x']) {
       assert.match(await sh(id, `touch ${path}`), /Read-only file system/, path);
     }
-    // An image's setuid binaries and device nodes grant nothing: each volume is nosuid and nodev.
-    const table = parseMountInfo(await sh(id, 'cat /proc/self/mountinfo'));
-    for (const path of ['/iv', '/sub', '/single', '/file']) {
-      const options = (topMount(table, path)?.mountOptions ?? '').split(',');
-      for (const flag of ['ro', 'nosuid', 'nodev']) assert.ok(options.includes(flag), `${path}: ${flag}`);
-    }
+    await assertGrantNothing(id, ['/iv', '/sub', '/single', '/file']);
     // kubelet finds its volumes in the status by the image they name.
     const mounts = (await containerStatus(daemon.cri, id)).mounts as {
       container_path: string;
@@ -188,12 +195,7 @@ describe('image volumes', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     for (const path of ['/iv/data/x', '/sub/x', '/single/x']) {
       assert.match(await sh(id, `touch ${path}`), /Read-only file system/, path);
     }
-    // An image's setuid binaries and device nodes grant nothing: each volume is nosuid and nodev.
-    const table = parseMountInfo(await sh(id, 'cat /proc/self/mountinfo'));
-    for (const path of ['/iv', '/sub', '/single', '/file']) {
-      const options = (topMount(table, path)?.mountOptions ?? '').split(',');
-      for (const flag of ['ro', 'nosuid', 'nodev']) assert.ok(options.includes(flag), `${path}: ${flag}`);
-    }
+    await assertGrantNothing(id, ['/iv', '/sub', '/single']);
     const dir = containerDir(id, daemon.rootDir);
     assert.ok(
       (await mountPointsBelow(dir)).some((p) => p.startsWith(join(dir, 'ivm'))),
