@@ -22,7 +22,9 @@ done
 
 # What a node has: the kernel, systemd as PID 1, the runtimes and their monitor, CNI plugins,
 # AppArmor, criu, node for berthd; then what the tests use on the host too (scripts/setup.sh), and
-# gcc, with which the seccomp tests build their syscall probe.
+# gcc, with which the seccomp tests build their syscall probe; then what a Kubernetes node and its
+# control plane need besides their binaries (shared from the host, scripts/vm/run.sh): etcd,
+# conntrack for kube-proxy, xz for the binaries' own unpack script.
 packages=(
   linux-image-amd64 systemd systemd-sysv udev dbus kmod
   runc crun conmon catatonit containernetworking-plugins
@@ -30,7 +32,14 @@ packages=(
   util-linux attr zstd procps
   docker-registry skopeo busybox-static apache2-utils openssl
   gcc libc6-dev
+  etcd-server conntrack xz-utils
 )
+# Today's runtimes, from Debian forky (the release after trixie; its runc and crun need glibc
+# 2.38, which trixie has): crun with the one library trixie lacks replaces trixie's crun, while
+# forky's runc goes beside trixie's (one package name cannot be installed twice): its binary is
+# taken out of the .deb into /usr/local/sbin, which comes first in PATH, so `runc` is forky's for
+# berthd and the tests alike and trixie's stays at /usr/sbin/runc for a second handler.
+forky_installs=(crun libblake3-0)
 image_size=6G
 
 # The mirror this machine's own apt uses; trixie lives on the same one.
@@ -71,8 +80,34 @@ install -m 0644 guest/berth-vm-job.service "$root/etc/systemd/system/berth-vm-jo
 chroot "$root" systemctl enable berth-vm-job.service >/dev/null 2>&1
 # The 9p modules the job mounts the host's dirs with, loaded before the job starts.
 printf '9p\n9pnet_virtio\n' >"$root/etc/modules-load.d/berth-vm.conf"
-# docker-registry's own service would start at boot; the tests start their own registries.
-chroot "$root" systemctl disable docker-registry.service >/dev/null 2>&1 || true
+# docker-registry's and etcd's own services would start at boot; the tests start their own.
+chroot "$root" systemctl disable docker-registry.service etcd.service >/dev/null 2>&1 || true
+
+say "adding forky's runc and crun"
+# Pinned below trixie's 500, so that nothing comes from forky but what is named by release here.
+printf 'deb %s forky main\n' "$mirror" >"$root/etc/apt/sources.list.d/forky.list"
+printf 'Package: *\nPin: release n=forky\nPin-Priority: 100\n' >"$root/etc/apt/preferences.d/forky"
+# The mirror may be a snapshot older than forky's Release file's Valid-Until (a testing suite's
+# lasts a week): its signature is still checked, its age is not.
+chroot "$root" apt-get update -q -o Acquire::Check-Valid-Until=false >"$work/apt.log" 2>&1 || die "apt-get update failed: $(tail -5 "$work/apt.log")"
+chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+  "${forky_installs[@]/%//forky}" >>"$work/apt.log" 2>&1 ||
+  die "installing ${forky_installs[*]} from forky failed: $(tail -5 "$work/apt.log")"
+chroot "$root" sh -c 'cd /tmp && apt-get download -q runc/forky' >>"$work/apt.log" 2>&1 ||
+  die "downloading forky's runc failed: $(tail -5 "$work/apt.log")"
+debs=("$root"/tmp/runc_*.deb)
+dpkg-deb -x "${debs[0]}" "$work/runc-forky"
+install -m 0755 "$work/runc-forky/usr/sbin/runc" "$root/usr/local/sbin/runc"
+rm -f "$root"/tmp/runc_*.deb
+# The lists only served this build: the VM has no network to refresh them from.
+chroot "$root" apt-get clean
+rm -rf "$root"/var/lib/apt/lists/*
+runtimes=$(
+  for bin in /usr/local/sbin/runc /usr/sbin/runc /usr/bin/crun; do
+    printf '%s: %s\n' "$bin" "$(chroot "$root" "$bin" --version | head -1)"
+  done
+)
+say "runtimes: $(echo "$runtimes" | paste -sd ';')"
 rm -f "$root/etc/machine-id" && touch "$root/etc/machine-id"
 
 say "making the disk image ($image_size)"
@@ -80,6 +115,7 @@ mkdir -p "$work/out"
 cp "$root"/boot/vmlinuz-* "$work/out/vmlinuz"
 cp "$root"/boot/initrd.img-* "$work/out/initrd.img"
 chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' >"$work/out/packages.txt"
+echo "$runtimes" >"$work/out/runtimes.txt"
 mkfs.ext4 -q -L berth-vm -d "$root" "$work/out/root.ext4" "$image_size" >&2
 echo "$mirror" >"$work/out/mirror"
 rm -rf "$out"

@@ -57,6 +57,18 @@ share() {
 modules=$(realpath -e node_modules 2>/dev/null || true)
 if [[ -n $modules && $modules != "$PWD"/* ]]; then share modules "$modules" "$modules"; fi
 if [[ -d ../shared/tools ]]; then share tools "$(realpath -e ../shared/tools)" /opt/shared/tools; fi
+# The Kubernetes binaries: $KUBERNETES_BIN, or those of ../shared/tools unpacked here (once; an
+# emulated guest would take minutes to unpack them on every run), shared where the guest's
+# KUBERNETES_BIN then points.
+kube_bin=${KUBERNETES_BIN:-}
+if [[ -z $kube_bin && -x ../shared/tools/kubernetes/unpack ]]; then
+  kube_bin=$(../shared/tools/kubernetes/unpack) || say "../shared/tools/kubernetes/unpack failed; the guest gets no Kubernetes binaries"
+fi
+guest_env=()
+if [[ -n $kube_bin && -d $kube_bin ]]; then
+  share kubernetes "$(realpath -e "$kube_bin")" /opt/kubernetes
+  guest_env+=(KUBERNETES_BIN=/opt/kubernetes)
+fi
 
 # KVM only where the CPU offers virtualization to this machine: a /dev/kvm node without it (a
 # nested guest) starts, then stops at the first emulation failure.
@@ -69,6 +81,7 @@ fi
 scale=1
 [[ $accel == kvm ]] || scale=4
 printf 'BERTH_TEST_BOUND_SCALE=%s\n' "${BERTH_TEST_BOUND_SCALE:-$scale}" >"$job/env"
+((${#guest_env[@]} == 0)) || printf '%s\n' "${guest_env[@]}" >>"$job/env"
 # A guest kernel that panics reboots at once (panic=-1), which -no-reboot turns into qemu's exit:
 # a crash ends the run with its console instead of idling until the timeout. Seen once in CI: an
 # int3 oops in sched_clock_cpu, 3 s into an emulated boot, and a panicked guest that sat out the

@@ -182,3 +182,63 @@ test("the monitor's cleanup deletes through the handler's one runc", async () =>
     `--root ${join(dir, 'root-other')} --systemd-cgroup delete --force c2`,
   ]);
 });
+
+test("each handler's features are probed against its own binary, not the default's or runc in PATH", async () => {
+  // Two runtimes that differ in every probed answer: the newer lists rro and has the checkpoint
+  // command, the older neither; each logs which of them was asked.
+  const fake = async (name: string, answers: string[]): Promise<string> => {
+    const path = join(dir, name);
+    const script = ['#!/bin/sh', `echo "${name} $*" >> '${calls}'`, 'case " $* " in', ...answers, 'esac', ''];
+    await writeFile(path, script.join('\n'));
+    await chmod(path, 0o755);
+    return path;
+  };
+  const newer = await fake('runc-newer', [`  *" features "*) echo '{"mountOptions":["rro"]}' ;;`]);
+  const older = await fake('runc-older', [
+    `  *" features "*) echo '{"mountOptions":["ro"]}' ;;`,
+    '  *" checkpoint "*) exit 1 ;;',
+  ]);
+  await takeCalls();
+  const opened = await openRuntimeHandlers(
+    { name: 'runc', binary: older, root: join(dir, 'root-older') },
+    [{ name: 'newer', binary: newer, root: join(dir, 'root-newer') }],
+    {
+      binary: join(dir, 'no-conmon-is-run'),
+      systemdCgroup: false,
+      kernelHasMountSetattr: true,
+      usernsProbe: { skipped: NO_USERNS },
+      criuUsable: true,
+      exitDir: join(dir, 'exits'),
+      socketDir: join(dir, 'sockets'),
+      persistDir: join(dir, 'persist'),
+      timeoutMs: 10_000,
+      cgroup: new MonitorCgroup('inherit', 'cgroupfs'),
+      execDir: join(dir, 'exec'),
+    },
+  );
+  assert.deepEqual(opened.find('newer')?.features, {
+    recursiveReadOnlyMounts: true,
+    userNamespaces: false,
+    joinsUserNamespace: false,
+    checkpointRestore: true,
+    off: { userNamespaces: NO_USERNS },
+  });
+  assert.deepEqual(opened.defaultHandler.features, {
+    recursiveReadOnlyMounts: false,
+    userNamespaces: false,
+    joinsUserNamespace: false,
+    checkpointRestore: false,
+    off: {
+      recursiveReadOnlyMounts: `${older} does not list the rro mount option in its features`,
+      userNamespaces: NO_USERNS,
+      checkpointRestore: `${older} has no checkpoint command`,
+    },
+  });
+  // Each binary was asked about itself with its own handler's root, and nothing else was asked.
+  assert.deepEqual((await takeCalls()).sort(), [
+    `runc-newer --root ${join(dir, 'root-newer')} checkpoint --help`,
+    `runc-newer --root ${join(dir, 'root-newer')} features`,
+    `runc-older --root ${join(dir, 'root-older')} checkpoint --help`,
+    `runc-older --root ${join(dir, 'root-older')} features`,
+  ]);
+});
