@@ -10,9 +10,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { run } from '../../src/exec.js';
+import { BOUND_SCALE } from './bounds.js';
 
 export const DOCKER_REGISTRY = '/usr/bin/docker-registry';
-const STARTUP_TIMEOUT_MS = 20_000;
+// A hang bound, stretched where everything runs slower (emulated VM: seen past 20 s at host load 14).
+const STARTUP_TIMEOUT_MS = 20_000 * BOUND_SCALE;
 
 export interface RegistryOptions {
   /** Require Basic auth (htpasswd, bcrypt) for every request. */
