@@ -23,11 +23,57 @@ mapfile -t tests < <(find dist/test -name '*.test.js' -not -path 'dist/test/vm/*
 ((${#tests[@]} > 0)) || die "no *.test.js files under dist/test"
 
 [[ $(id -u) -eq 0 ]] || say "warning: not root; tests that need root will fail"
-say "running ${#tests[@]} test files"
-# Node 20 does not expand globs itself, hence the explicit file list. One file at a time: the e2e
-# tests share host resources (socket, netns dir, CNI network).
+# Two at a time: the unit tests and the e2e files of scripts/concurrent.txt, which touch nothing of
+# the machine another file does. Then one at a time: the e2e files that share host resources
+# (the host's netns dir and iptables, critest's daemon, systemd units, a filled machine).
+declare -A listed
+while read -r source; do
+  built="dist/${source%.ts}.js"
+  [[ -f $built ]] || die "scripts/concurrent.txt names $source, which was not built to $built"
+  listed[$built]=1
+done < <(grep -v -e '^#' -e '^[[:space:]]*$' scripts/concurrent.txt)
+concurrent=() sequential=()
+for file in "${tests[@]}"; do
+  if [[ $file == dist/test/unit/* || -n ${listed[$file]:-} ]]; then
+    concurrent+=("$file")
+  else
+    sequential+=("$file")
+  fi
+done
+say "running ${#tests[@]} test files: ${#concurrent[@]} two at a time, then ${#sequential[@]} one at a time"
+
+# Each group's runner prints its spec output and summary; its summary lines also go to an events
+# file (test/harness/progress-reporter.ts), summed into one summary for the host suite below.
+events=$(mktemp -d /tmp/berth-test-summary.XXXXXX)
+trap 'rm -rf "$events"' EXIT
+keys=(tests suites pass fail cancelled skipped todo)
 host=0
-node --test --test-reporter=spec --test-concurrency=1 "${tests[@]}" || host=$?
+run_group() {
+  local name=$1 concurrency=$2
+  shift 2
+  (($# > 0)) || return 0
+  local code=0
+  node --test --test-concurrency="$concurrency" \
+    --test-reporter=spec --test-reporter-destination=stdout \
+    --test-reporter=./dist/test/harness/progress-reporter.js \
+    --test-reporter-destination="$events/$name" "$@" || code=$?
+  ((code == 0)) || host=$code
+}
+summary_count() {
+  awk -F '\t' -v key="$2" '
+    $1 == "note" && $2 == "0" && split($3, w, " ") == 2 && w[1] == key && w[2] ~ /^[0-9]+$/ { n = w[2] }
+    END { print n + 0 }
+  ' "$1"
+}
+host_started=$(date +%s)
+run_group concurrent 2 "${concurrent[@]}"
+run_group sequential 1 "${sequential[@]}"
+say "host suite: $(($(date +%s) - host_started)) s; both runs summed:"
+for key in "${keys[@]}"; do
+  sum=0
+  for file in "$events"/*; do sum=$((sum + $(summary_count "$file" "$key"))); done
+  printf '# %s %s\n' "$key" "$sum"
+done
 
 # Then what needs cgroup v2 and AppArmor, which this host may not have, in the Debian 13 VM.
 vm=0

@@ -11,8 +11,14 @@ fail() {
   exit 1
 }
 mkdir -p /opt/berth
-mount -t 9p -o trans=virtio,version=9p2000.L,msize=1048576,ro berth /opt/berth ||
-  fail 'the checkout share did not mount'
+# The host's copy of the checkout on the second disk (job/checkout-disk says it made one), else
+# the checkout's 9p share. noload: the disk is read-only, so ext4 replays nothing.
+if [ -e /mnt/job/checkout-disk ]; then
+  mount -t ext4 -o ro,noload /dev/vdb /opt/berth || fail 'the checkout disk (/dev/vdb) did not mount'
+else
+  mount -t 9p -o trans=virtio,version=9p2000.L,msize=1048576,ro berth /opt/berth ||
+    fail 'the checkout share did not mount'
+fi
 while read -r tag path; do
   mkdir -p "$path"
   mount -t 9p -o trans=virtio,version=9p2000.L,msize=1048576,ro "$tag" "$path" ||
