@@ -29,13 +29,14 @@ command -v npm >/dev/null 2>&1 || die "npm is not installed"
 # socat (port-forward: a TCP connection made inside a pod's network namespace), procps (sysctl: a
 # pod's hostname and sysctls written inside its new namespaces when it runs without an infra),
 # criu (checkpoint and restore, where its `criu check` passes on the node's kernel; berth reports
-# them unavailable, with criu's reason, where it does not).
+# them unavailable, with criu's reason, where it does not); crun (a second runtime handler, the
+# cluster suite's RuntimeClass).
 # Image tests: docker-registry, skopeo, busybox-static, apache2-utils (htpasswd for registry auth);
 # openssl (a self-signed certificate for the streaming server's TLS test); gcc and libc6-dev (static
 # test programs: critest's nginx and nonewprivs stand-ins, the seccomp probe).
 packages=(
   runc containernetworking-plugins conmon catatonit iproute2 iptables util-linux
-  attr zstd socat procps criu
+  attr zstd socat procps criu crun
   docker-registry skopeo busybox-static apache2-utils openssl gcc libc6-dev
 )
 missing=()
