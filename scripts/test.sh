@@ -14,6 +14,17 @@ die() {
 
 bash scripts/setup.sh
 
+# The cluster suites' Kubernetes binaries: $KUBERNETES_BIN, or those of ../shared/tools unpacked
+# (once, checked against their sums). Without either, those suites skip and say why.
+if [[ -z ${KUBERNETES_BIN:-} && -x ../shared/tools/kubernetes/unpack ]]; then
+  if KUBERNETES_BIN=$(../shared/tools/kubernetes/unpack); then
+    export KUBERNETES_BIN
+    say "Kubernetes binaries: $KUBERNETES_BIN"
+  else
+    say "../shared/tools/kubernetes/unpack failed; the cluster suites will skip"
+  fi
+fi
+
 say "npm run check (tsc, eslint, prettier)"
 npm run check
 
