@@ -30,13 +30,14 @@ command -v npm >/dev/null 2>&1 || die "npm is not installed"
 # pod's hostname and sysctls written inside its new namespaces when it runs without an infra),
 # criu (checkpoint and restore, where its `criu check` passes on the node's kernel; berth reports
 # them unavailable, with criu's reason, where it does not); crun (a second runtime handler, the
-# cluster suite's RuntimeClass).
+# cluster suite's RuntimeClass); etcd-server and conntrack (the cluster suites' etcd, and what
+# kube-proxy needs; Debian's own etcd service is stopped and disabled below).
 # Image tests: docker-registry, skopeo, busybox-static, apache2-utils (htpasswd for registry auth);
 # openssl (a self-signed certificate for the streaming server's TLS test); gcc and libc6-dev (static
 # test programs: critest's nginx and nonewprivs stand-ins, the seccomp probe).
 packages=(
   runc containernetworking-plugins conmon catatonit iproute2 iptables util-linux
-  attr zstd socat procps criu crun
+  attr zstd socat procps criu crun etcd-server conntrack
   docker-registry skopeo busybox-static apache2-utils openssl gcc libc6-dev
 )
 missing=()
@@ -51,6 +52,11 @@ if ((${#missing[@]} > 0)); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
   say "debian packages present"
+fi
+# The cluster suites start an etcd of their own on free loopback ports; the one Debian's package
+# starts as a service at install (where systemd runs) would only hold a port and a data dir.
+if [[ -d /run/systemd/system ]] && systemctl is-enabled --quiet etcd.service 2>/dev/null; then
+  systemctl disable --now etcd.service >/dev/null 2>&1 || say "could not disable Debian's etcd service"
 fi
 
 # --- busybox for critest's images ------------------------------------------------------------
