@@ -40,7 +40,7 @@ export class ContainerExec {
     return runtimeOf(this.deps, container).execStream(container.id, process, io);
   }
 
-  /** Joins the container's own stdio (held by conmon) until its output ends or the client leaves. */
+  /** Joins the container's own stdio (held by conmon) until its output ends, the client leaves, or (without stdin_once) the client's stdin ends. */
   async attach(idOrPrefix: string, io: ExecStreamIo): Promise<void> {
     const { logger } = this.deps;
     const container = findRunning(this.deps.store, idOrPrefix);

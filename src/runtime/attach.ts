@@ -19,7 +19,10 @@ export interface AttachIo {
 export interface AttachOptions {
   /** The container's dir in conmon's socket dir (a link to its bundle), holding `attach`. */
   socketDir: string;
-  /** Half-close the container's stdin when the client's stdin ends (the container's stdin_once). */
+  /**
+   * When the client's stdin ends: true half-closes the container's stdin (the container's
+   * stdin_once, without a terminal); false ends the attach.
+   */
   closeStdinOnEnd: boolean;
 }
 
@@ -34,7 +37,10 @@ const INPUT_PACKET = 8192;
  */
 const MAX_PENDING_OUTPUT = 16 * 1024 * 1024;
 
-/** Resolves when the attach is over: the container's output ended, or the client went away. */
+/**
+ * Resolves when the attach is over: the container's output ended, the client went away, or the
+ * client's stdin ended without closeStdinOnEnd.
+ */
 export async function attachToMonitor(opts: AttachOptions, io: AttachIo): Promise<void> {
   // Loaded by the first attach: a berthd nobody attaches to does not hold it.
   const { SeqpacketSocket } = await import('node-unix-socket');
@@ -95,8 +101,14 @@ export async function attachToMonitor(opts: AttachOptions, io: AttachIo): Promis
         }
       }
     };
+    // The client closed its stdin. With stdin_once (and no terminal) the container's stdin is
+    // closed and its output stays attached until it ends, as kubectl expects of a process that
+    // reads to EOF; otherwise the session is over (the container's stdin stays open for the next
+    // attach), as containerd and CRI-O do: else `kubectl attach -i` with its stdin closed hangs.
     const onInputEnd = (): void => {
-      if (opts.closeStdinOnEnd && !settled) socket.end();
+      if (settled) return;
+      if (opts.closeStdinOnEnd) socket.end();
+      else finish();
     };
 
     try {

@@ -85,7 +85,7 @@ export interface ProcessVerbs {
   execSync(id: string, process: Process, opts: RuntimeExecSyncOptions): Promise<ExecSyncResult>;
   /** Runs `process` with the client's streams and terminal; resolves with its exit code. */
   execStream(id: string, process: Process, io: ExecStreamIo): Promise<number>;
-  /** Joins the container's own stdio until its output ends or the client leaves. */
+  /** Joins the container's own stdio until its output ends, the client leaves, or the client's stdin ends without closeStdinOnEnd. */
   attach(id: string, io: AttachIo, opts: { closeStdinOnEnd: boolean }): Promise<void>;
   /** The new size of the terminal the monitor holds for a container made with a tty. */
   resizeTerminal(container: MonitoredContainer, size: { width: number; height: number }): Promise<void>;

@@ -15,6 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { run } from '../../src/exec.js';
 import { commandLine, processesMentioning } from '../../src/process/index.js';
+import { ANSWER_BOUND_MS } from '../harness/bounds.js';
 import { TestDaemon } from '../harness/daemon.js';
 import { rejectsWith } from '../harness/grpc.js';
 import { busyboxLayer, pushImage, type LayerEntry, type PushedImage } from '../harness/images.js';
@@ -92,6 +93,11 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
   /** What `cmd` wrote to stdout, whatever its exit code. */
   async function stdoutOf(id: string, cmd: string[]): Promise<string> {
     return (await execSync(daemon.cri, id, cmd)).stdout.toString();
+  }
+
+  async function stateOf(id: string): Promise<string> {
+    const st = await daemon.cri.call<{ status: { state: string } }>('ContainerStatus', { container_id: id });
+    return st.status.state;
   }
 
   /** Host processes whose command line mentions `needle` (runc exec helpers, socat, leftovers). */
@@ -484,6 +490,43 @@ describe('streaming: exec, attach, port-forward', { skip: registrySkip, timeout:
       });
       assert.match(res.stdout, /got something/, res.stderr);
     });
+
+    it(
+      'with stdin_once, the client closing its stdin closes the container stdin: cat exits, attach ends',
+      { skip: crictlSkip },
+      async () => {
+        const once = await start('attach-cat-once', { command: ['/bin/cat'], stdin: true, stdin_once: true });
+        // As containerd: the container's stdin is closed, its output stays attached until it ends.
+        const res = await crictl(daemon.socket, ['attach', '-i', once], {
+          input: 'to cat once\n',
+          timeoutMs: ANSWER_BOUND_MS,
+        });
+        assert.match(res.stdout, /to cat once/, res.stderr);
+        await waitFor(async () => (await stateOf(once)) === 'CONTAINER_EXITED', ANSWER_BOUND_MS);
+      },
+    );
+
+    it(
+      'without stdin_once, the client closing its stdin ends the attach; the container keeps running',
+      { skip: crictlSkip },
+      async () => {
+        const kept = await start('attach-cat-kept', { command: ['/bin/cat'], stdin: true });
+        // As containerd (and kubectl attach -i with stdin closed): the session ends, the stdin stays open.
+        const res = await crictl(daemon.socket, ['attach', '-i', kept], {
+          input: 'to cat kept\n',
+          timeoutMs: ANSWER_BOUND_MS,
+        });
+        assert.equal(res.code, 0, res.stderr);
+        assert.equal(await stateOf(kept), 'CONTAINER_RUNNING');
+        // Its stdin was left open: a second attach still reaches cat.
+        const again = await crictl(daemon.socket, ['attach', '-i', kept], {
+          input: 'again\n',
+          timeoutMs: ANSWER_BOUND_MS,
+        });
+        assert.equal(again.code, 0, again.stderr);
+        assert.equal(await stateOf(kept), 'CONTAINER_RUNNING');
+      },
+    );
 
     it(
       'crictl attach -it drives a terminal container, as kubectl run -it does',

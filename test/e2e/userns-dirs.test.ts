@@ -45,6 +45,12 @@ describe('a root dir under a dir of mode 0700', { skip, timeout: 120_000 * BOUND
       [false, false],
     );
     assert.equal(d.output.split(why).length - 1, 1, `logged once:\n${d.output}`);
+    // A warning of its own that names the feature, not a line lost among the debug ones.
+    const line = d.output.split('\n').find((l) => l.includes(why)) ?? '';
+    const logged = JSON.parse(line) as { level: number; feature: string; msg: string };
+    assert.equal(logged.level, 40, line);
+    assert.equal(logged.feature, 'userNamespaces', line);
+    assert.equal(logged.msg, 'runtime handler feature off', line);
     const config = podConfig('userns-blocked', {
       linux: { security_context: { namespace_options: usernsNamespaceOptions(65536 * 40) } },
     });
