@@ -59,8 +59,9 @@ async function nodeRuntimes(): Promise<{ runtimes: Runtime[]; missing: string[] 
     missing.push(`no runc besides ${runc} (looked in ${OTHER_RUNC_PATHS.join(', ')})`);
   } else {
     const version = await versionOf(other);
-    // Named by its version: "runc version 1.1.15" is handler runc-1.1.
-    const minor = /(\d+\.\d+)\./.exec(version)?.[1] ?? 'other';
+    // Named by its version, as a DNS label (a handler name is one): "runc version 1.1.15" is
+    // handler runc-1-1.
+    const minor = /(\d+)\.(\d+)\./.exec(version)?.slice(1, 3).join('-') ?? 'other';
     runtimes.push({ name: `runc-${minor}`, binary: other, version, root: join(base, 'runc-other') });
   }
   const crun = await findProgram('crun').catch(() => null);
