@@ -10,7 +10,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync } from 'node:fs';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { run } from '../../src/exec.js';
 import type { CriClient } from './client.js';
@@ -44,6 +44,34 @@ export interface Cluster {
   stop(): Promise<void>;
 }
 
+/**
+ * Settings the kubelet writes at start (its protectKernelDefaults would instead refuse to start on
+ * a host where they differ, as on most): not namespaced, so they are the host's. Read before the
+ * cluster starts and written back at its teardown, so that a test run leaves the host's panic and
+ * overcommit policy as it found them.
+ */
+const KUBELET_SYSCTLS = [
+  'vm/overcommit_memory',
+  'vm/panic_on_oom',
+  'kernel/panic',
+  'kernel/panic_on_oops',
+  'kernel/keys/root_maxkeys',
+  'kernel/keys/root_maxbytes',
+];
+
+async function readKernelSettings(): Promise<Map<string, string>> {
+  const saved = new Map<string, string>();
+  for (const key of KUBELET_SYSCTLS) {
+    const value = await readFile(join('/proc/sys', key), 'utf8').catch(() => null);
+    if (value !== null) saved.set(key, value.trim());
+  }
+  return saved;
+}
+
+async function writeKernelSettings(saved: Map<string, string>): Promise<void> {
+  for (const [key, value] of saved) await writeFile(join('/proc/sys', key), value).catch(() => {});
+}
+
 export async function startCluster(opts: { berthArgs?: string[] } = {}): Promise<Cluster> {
   // One cluster on the host at a time: a second kubelet would fight over /kubepods.
   if (
@@ -54,6 +82,7 @@ export async function startCluster(opts: { berthArgs?: string[] } = {}): Promise
   ) {
     throw new Error('a kubelet already runs on this host');
   }
+  const kernelSettings = await readKernelSettings();
   const dir = `/run/berth-test-cluster-${randomBytes(4).toString('hex')}`;
   await mkdir(dir, { recursive: true });
   const procs = new Map<string, ChildProcess>();
@@ -109,6 +138,7 @@ export async function startCluster(opts: { berthArgs?: string[] } = {}): Promise
   const kubeletDir = join(dir, 'kubelet');
   const teardown = async (): Promise<void> => {
     await stopProc('kubelet');
+    await writeKernelSettings(kernelSettings);
     await berth?.destroy();
     for (const n of ['sched', 'cm', 'apiserver', 'etcd']) await stopProc(n);
     await unmountAllBelow(kubeletDir);
