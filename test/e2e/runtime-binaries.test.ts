@@ -1,7 +1,7 @@
 /**
  * Every OCI runtime binary the node has, each a runtime handler of one berthd: the runc first in
  * PATH as the default, another runc installed beside it (the VM image has forky's runc 1.3 in
- * /usr/local/sbin and trixie's 1.1 in /usr/sbin) and crun. Each handler's features in Status are
+ * /opt/runc-1.3 and trixie's 1.1 in /usr/sbin, the default) and crun. Each handler's features in Status are
  * what its own binary answers, and a pod and its container run with that binary, in its root.
  * Handlers whose binary the node lacks are left out, saying so. Needs root.
  */
@@ -37,7 +37,13 @@ interface Runtime {
 }
 
 /** Where a distribution puts its own runc, besides one installed by hand earlier in PATH. */
-const OTHER_RUNC_PATHS = ['/usr/sbin/runc', '/usr/bin/runc', '/usr/local/sbin/runc', '/usr/local/bin/runc'];
+const OTHER_RUNC_PATHS = [
+  '/opt/runc-1.3/runc',
+  '/usr/sbin/runc',
+  '/usr/bin/runc',
+  '/usr/local/sbin/runc',
+  '/usr/local/bin/runc',
+];
 
 const base = `/run/berth-test-runtimes-${randomBytes(4).toString('hex')}`;
 
