@@ -38,19 +38,7 @@ before(async () => {
   handlers = await openRuntimeHandlers(
     { name: 'runc', binary: runc, root: join(dir, 'root-default') },
     [{ name: 'other', binary: runc, root: join(dir, 'root-other') }],
-    {
-      binary: join(dir, 'no-conmon-is-run'),
-      systemdCgroup: true,
-      kernelHasMountSetattr: true,
-      usernsProbe: { skipped: NO_USERNS },
-      criuUsable: false,
-      exitDir: join(dir, 'exits'),
-      socketDir: join(dir, 'sockets'),
-      persistDir: join(dir, 'persist'),
-      timeoutMs: 10_000,
-      cgroup: new MonitorCgroup('inherit', 'cgroupfs'),
-      execDir: join(dir, 'exec'),
-    },
+    monitorOptions(dir, { systemdCgroup: true, criuUsable: false }),
   );
 });
 
@@ -202,19 +190,7 @@ test("each handler's features are probed against its own binary, not the default
   const opened = await openRuntimeHandlers(
     { name: 'runc', binary: older, root: join(dir, 'root-older') },
     [{ name: 'newer', binary: newer, root: join(dir, 'root-newer') }],
-    {
-      binary: join(dir, 'no-conmon-is-run'),
-      systemdCgroup: false,
-      kernelHasMountSetattr: true,
-      usernsProbe: { skipped: NO_USERNS },
-      criuUsable: true,
-      exitDir: join(dir, 'exits'),
-      socketDir: join(dir, 'sockets'),
-      persistDir: join(dir, 'persist'),
-      timeoutMs: 10_000,
-      cgroup: new MonitorCgroup('inherit', 'cgroupfs'),
-      execDir: join(dir, 'exec'),
-    },
+    monitorOptions(dir, { systemdCgroup: false, criuUsable: true }),
   );
   assert.deepEqual(opened.find('newer')?.features, {
     recursiveReadOnlyMounts: true,
@@ -242,3 +218,19 @@ test("each handler's features are probed against its own binary, not the default
     `runc-older --root ${join(dir, 'root-older')} features`,
   ]);
 });
+
+/** The monitor's options for handlers opened over a temp dir: conmon is never run in these tests. */
+function monitorOptions(dir: string, node: { systemdCgroup: boolean; criuUsable: boolean }) {
+  return {
+    binary: join(dir, 'no-conmon-is-run'),
+    ...node,
+    kernelHasMountSetattr: true,
+    usernsProbe: { skipped: NO_USERNS },
+    exitDir: join(dir, 'exits'),
+    socketDir: join(dir, 'sockets'),
+    persistDir: join(dir, 'persist'),
+    timeoutMs: 10_000,
+    cgroup: new MonitorCgroup('inherit', 'cgroupfs'),
+    execDir: join(dir, 'exec'),
+  };
+}
