@@ -105,6 +105,8 @@ if [[ -n $kube_bin && -d $kube_bin ]]; then
   share kubernetes "$(realpath -e "$kube_bin")" /opt/kubernetes
   guest_env+=(KUBERNETES_BIN=/opt/kubernetes)
 fi
+# npm test's VM part skips what the host suite proves (test/harness/skip.ts, hostProves).
+[[ -z ${BERTH_TEST_VM_PART:-} ]] || guest_env+=("BERTH_TEST_VM_PART=$BERTH_TEST_VM_PART")
 
 # KVM only where the CPU offers virtualization to this machine: a /dev/kvm node without it (a
 # nested guest) starts, then stops at the first emulation failure.

@@ -36,7 +36,7 @@ import {
   waitContainerState,
   type Pod,
 } from '../harness/pods.js';
-import { registrySkip } from '../harness/skip.js';
+import { hostProves, registrySkip } from '../harness/skip.js';
 import { waitFor } from '../harness/wait.js';
 import { BOUND_SCALE } from '../harness/bounds.js';
 
@@ -162,90 +162,114 @@ describe(
         ],
       ];
       for (const [what, archive, problem] of cases) {
-        test(`an archive that ${what}: INVALID_ARGUMENT naming ${FIELD}, nothing left behind`, async () => {
-          const d = daemon();
-          const pod = badPod();
-          const path = join(workDir, `bad-${what.replace(/\W+/g, '-')}.tar`);
-          await writeFile(path, archive());
-          const err = await rejectsWith(createRestored(d, pod, path), status.INVALID_ARGUMENT, FIELD);
-          assert.match(err.details, problem);
-          await assertNothingLeft(d);
-        });
+        test(
+          `an archive that ${what}: INVALID_ARGUMENT naming ${FIELD}, nothing left behind`,
+          { skip: hostProves },
+          async () => {
+            const d = daemon();
+            const pod = badPod();
+            const path = join(workDir, `bad-${what.replace(/\W+/g, '-')}.tar`);
+            await writeFile(path, archive());
+            const err = await rejectsWith(createRestored(d, pod, path), status.INVALID_ARGUMENT, FIELD);
+            assert.match(err.details, problem);
+            await assertNothingLeft(d);
+          },
+        );
       }
 
-      test('a file that is no archive (/etc/shadow, say): the error and the log name it, never its bytes', async () => {
-        const d = daemon();
-        const pod = badPod();
-        const secret = 'BERTH-SECRET-7f3a9c';
-        const path = join(workDir, 'shadow');
-        // More than a tar header block, so that the reader parses a "header" out of it.
-        const users = Array.from({ length: 30 }, (_, i) => `user${i}:*:19000:0:99999:7:::`);
-        await writeFile(path, [`root:${secret}:19000:0:99999:7:::`, ...users].join('\n'));
-        const logged = d.output.length;
-        const err = await rejectsWith(createRestored(d, pod, path), status.INVALID_ARGUMENT, FIELD);
-        assert.ok(!d.output.slice(logged).includes(secret), 'the log quotes none of it');
-        assert.ok(!err.details.includes(secret), err.details);
-        assert.ok(!err.details.includes('user1'), err.details);
-        assert.ok(err.details.includes(path), err.details);
-        assert.match(err.details, /is not a tar archive: its first 512 bytes are no valid tar header/);
-        await assertNothingLeft(d);
-      });
+      test(
+        'a file that is no archive (/etc/shadow, say): the error and the log name it, never its bytes',
+        { skip: hostProves },
+        async () => {
+          const d = daemon();
+          const pod = badPod();
+          const secret = 'BERTH-SECRET-7f3a9c';
+          const path = join(workDir, 'shadow');
+          // More than a tar header block, so that the reader parses a "header" out of it.
+          const users = Array.from({ length: 30 }, (_, i) => `user${i}:*:19000:0:99999:7:::`);
+          await writeFile(path, [`root:${secret}:19000:0:99999:7:::`, ...users].join('\n'));
+          const logged = d.output.length;
+          const err = await rejectsWith(createRestored(d, pod, path), status.INVALID_ARGUMENT, FIELD);
+          assert.ok(!d.output.slice(logged).includes(secret), 'the log quotes none of it');
+          assert.ok(!err.details.includes(secret), err.details);
+          assert.ok(!err.details.includes('user1'), err.details);
+          assert.ok(err.details.includes(path), err.details);
+          assert.match(err.details, /is not a tar archive: its first 512 bytes are no valid tar header/);
+          await assertNothingLeft(d);
+        },
+      );
 
-      test('an archive whose image berth has not pulled: FAILED_PRECONDITION naming the image', async () => {
-        const d = daemon();
-        const pod = badPod();
-        const missing = 'registry.invalid/berth/never-pulled:1';
-        const path = join(workDir, 'missing-image.tar');
-        await writeFile(path, archiveOf(missing));
-        await rejectsWith(createRestored(d, pod, path), status.FAILED_PRECONDITION, missing);
-        await assertNothingLeft(d);
-      });
+      test(
+        'an archive whose image berth has not pulled: FAILED_PRECONDITION naming the image',
+        { skip: hostProves },
+        async () => {
+          const d = daemon();
+          const pod = badPod();
+          const missing = 'registry.invalid/berth/never-pulled:1';
+          const path = join(workDir, 'missing-image.tar');
+          await writeFile(path, archiveOf(missing));
+          await rejectsWith(createRestored(d, pod, path), status.FAILED_PRECONDITION, missing);
+          await assertNothingLeft(d);
+        },
+      );
 
-      test('a checkpoint image whose image berth has not pulled: FAILED_PRECONDITION naming the image', async () => {
-        const d = daemon();
-        const pod = badPod();
-        const missing = 'registry.invalid/berth/never-pulled:2';
-        const image = await checkpointImage(d, archiveOf(missing));
-        await rejectsWith(createRestored(d, pod, image), status.FAILED_PRECONDITION, missing);
-        await assertNothingLeft(d);
-      });
+      test(
+        'a checkpoint image whose image berth has not pulled: FAILED_PRECONDITION naming the image',
+        { skip: hostProves },
+        async () => {
+          const d = daemon();
+          const pod = badPod();
+          const missing = 'registry.invalid/berth/never-pulled:2';
+          const image = await checkpointImage(d, archiveOf(missing));
+          await rejectsWith(createRestored(d, pod, image), status.FAILED_PRECONDITION, missing);
+          await assertNothingLeft(d);
+        },
+      );
 
-      test('a checkpoint image with a link in checkpoint/: INVALID_ARGUMENT naming the field', async () => {
-        const d = daemon();
-        const pod = badPod();
-        const image = await checkpointImage(
-          d,
-          archiveOf(imageRef(), { type: 'symlink', path: 'checkpoint/pages-1.img', target: '/etc/shadow' }),
-        );
-        const err = await rejectsWith(createRestored(d, pod, image), status.INVALID_ARGUMENT, FIELD);
-        assert.match(err.details, /neither a file nor a dir/);
-        await assertNothingLeft(d);
-      });
+      test(
+        'a checkpoint image with a link in checkpoint/: INVALID_ARGUMENT naming the field',
+        { skip: hostProves },
+        async () => {
+          const d = daemon();
+          const pod = badPod();
+          const image = await checkpointImage(
+            d,
+            archiveOf(imageRef(), { type: 'symlink', path: 'checkpoint/pages-1.img', target: '/etc/shadow' }),
+          );
+          const err = await rejectsWith(createRestored(d, pod, image), status.INVALID_ARGUMENT, FIELD);
+          assert.match(err.details, /neither a file nor a dir/);
+          await assertNothingLeft(d);
+        },
+      );
 
-      test('an archive of uid 0 and groups 0,6,42 for a request of run_as_user 1000: INVALID_ARGUMENT naming run_as_user and both uids, nothing left behind', async () => {
-        const d = daemon();
-        const pod = badPod();
-        const path = join(workDir, 'root-user.tar');
-        await writeFile(
-          path,
-          tarball([configDump(imageRef()), specDump(ROOT_USER), { type: 'dir', path: 'checkpoint' }]),
-        );
-        const err = await rejectsWith(
-          createContainer(
-            d.cri,
-            pod,
-            containerConfig('restored', path, {
-              linux: { security_context: { run_as_user: { value: 1000 } } },
-            }),
-          ),
-          status.INVALID_ARGUMENT,
-          'config.linux.security_context.run_as_user',
-        );
-        assert.match(err.details, /uid 0 \(spec\.dump\), the request asks for uid 1000/);
-        await assertNothingLeft(d);
-      });
+      test(
+        'an archive of uid 0 and groups 0,6,42 for a request of run_as_user 1000: INVALID_ARGUMENT naming run_as_user and both uids, nothing left behind',
+        { skip: hostProves },
+        async () => {
+          const d = daemon();
+          const pod = badPod();
+          const path = join(workDir, 'root-user.tar');
+          await writeFile(
+            path,
+            tarball([configDump(imageRef()), specDump(ROOT_USER), { type: 'dir', path: 'checkpoint' }]),
+          );
+          const err = await rejectsWith(
+            createContainer(
+              d.cri,
+              pod,
+              containerConfig('restored', path, {
+                linux: { security_context: { run_as_user: { value: 1000 } } },
+              }),
+            ),
+            status.INVALID_ARGUMENT,
+            'config.linux.security_context.run_as_user',
+          );
+          assert.match(err.details, /uid 0 \(spec\.dump\), the request asks for uid 1000/);
+          await assertNothingLeft(d);
+        },
+      );
 
-      test('the same archive as a checkpoint image: refused alike', async () => {
+      test('the same archive as a checkpoint image: refused alike', { skip: hostProves }, async () => {
         const d = daemon();
         const pod = badPod();
         const image = await checkpointImage(
@@ -315,31 +339,35 @@ describe(
         await d.cri.call('RemoveContainer', { container_id: id });
       });
 
-      test('into a pod of its own user namespace: FAILED_PRECONDITION, nothing left behind', async (t) => {
-        const d = daemon();
-        const options = usernsNamespaceOptions(65536 * 47);
-        const pod = await runPod(
-          d.cri,
-          podConfig('restore-userns', { linux: { security_context: { namespace_options: options } } }),
-        );
-        t.after(() => stopAndRemovePod(d.cri, pod.id).catch(() => {}));
-        const path = join(workDir, 'userns.tar');
-        await writeFile(path, archiveOf(imageRef()));
-        await rejectsWith(
-          createContainer(
+      test(
+        'into a pod of its own user namespace: FAILED_PRECONDITION, nothing left behind',
+        { skip: hostProves },
+        async (t) => {
+          const d = daemon();
+          const options = usernsNamespaceOptions(65536 * 47);
+          const pod = await runPod(
             d.cri,
-            pod,
-            containerConfig('restored', path, {
-              linux: { security_context: { namespace_options: options } },
-            }),
-          ),
-          status.FAILED_PRECONDITION,
-          /own user namespace is not supported/,
-        );
-        await assertNothingLeft(d);
-      });
+            podConfig('restore-userns', { linux: { security_context: { namespace_options: options } } }),
+          );
+          t.after(() => stopAndRemovePod(d.cri, pod.id).catch(() => {}));
+          const path = join(workDir, 'userns.tar');
+          await writeFile(path, archiveOf(imageRef()));
+          await rejectsWith(
+            createContainer(
+              d.cri,
+              pod,
+              containerConfig('restored', path, {
+                linux: { security_context: { namespace_options: options } },
+              }),
+            ),
+            status.FAILED_PRECONDITION,
+            /own user namespace is not supported/,
+          );
+          await assertNothingLeft(d);
+        },
+      );
 
-      test('a path that is no file: INVALID_ARGUMENT naming the field', async () => {
+      test('a path that is no file: INVALID_ARGUMENT naming the field', { skip: hostProves }, async () => {
         const d = daemon();
         const pod = badPod();
         await rejectsWith(
