@@ -25,6 +25,16 @@ if [[ -z ${KUBERNETES_BIN:-} && -x ../shared/tools/kubernetes/unpack ]]; then
   fi
 fi
 
+# The VM image is built (or found current) while the host suite runs: on a fresh machine that is
+# about five minutes of downloads and unpacking that would otherwise come after it. The VM part
+# below waits for it; a build that failed here is tried again there, which says why it skips.
+vm_build=''
+vm_build_log=$(mktemp /tmp/berth-vm-build.XXXXXX)
+if [[ ${BERTH_VM_SUITES:-} != skip && $(id -u) -eq 0 ]]; then
+  { bash scripts/vm/setup.sh && bash scripts/vm/build-image.sh >/dev/null; } >"$vm_build_log" 2>&1 &
+  vm_build=$!
+fi
+
 say "npm run check (tsc, eslint, prettier)"
 npm run check
 
@@ -56,7 +66,10 @@ say "running ${#tests[@]} test files: ${#concurrent[@]} two at a time, then ${#s
 # Each group's runner prints its spec output and summary; its summary lines also go to an events
 # file (test/harness/progress-reporter.ts), summed into one summary for the host suite below.
 events=$(mktemp -d /tmp/berth-test-summary.XXXXXX)
-trap 'rm -rf "$events"' EXIT
+# Each group's spec output is kept too: its failures are printed again at the very end, where a
+# CI log cut to its tail still shows them after the VM part's output.
+outputs=$(mktemp -d /tmp/berth-test-output.XXXXXX)
+trap 'rm -rf "$events" "$outputs" "$vm_build_log"' EXIT
 keys=(tests suites pass fail cancelled skipped todo)
 host=0
 run_group() {
@@ -67,7 +80,7 @@ run_group() {
   node --test --test-concurrency="$concurrency" \
     --test-reporter=spec --test-reporter-destination=stdout \
     --test-reporter=./dist/test/harness/progress-reporter.js \
-    --test-reporter-destination="$events/$name" "$@" || code=$?
+    --test-reporter-destination="$events/$name" "$@" | tee "$outputs/$name" || code=$?
   ((code == 0)) || host=$code
 }
 summary_count() {
@@ -88,6 +101,20 @@ done
 
 # Then what needs cgroup v2 and AppArmor, which this host may not have, in the Debian 13 VM.
 vm=0
+if [[ -n $vm_build ]]; then
+  built=0
+  wait "$vm_build" || built=$?
+  say "the VM image build beside the host suite exited ${built}; the end of its output:"
+  tail -n 5 "$vm_build_log" | sed 's/^/  /'
+fi
 bash scripts/vm/suites.sh || vm=$?
+if ((host != 0)); then
+  say "the host suite's failures again, as its runners reported them:"
+  for name in concurrent sequential; do
+    if [[ -f $outputs/$name ]]; then
+      sed -n '/^✖ failing tests:/,$p' "$outputs/$name" | head -n 300 || true
+    fi
+  done
+fi
 say "host suite exited ${host}, VM suites exited ${vm}"
 ((host == 0 && vm == 0))
