@@ -31,9 +31,14 @@ fi
 vm_build=''
 vm_build_log=$(mktemp /tmp/berth-vm-build.XXXXXX)
 if [[ ${BERTH_VM_SUITES:-} != skip && $(id -u) -eq 0 ]]; then
-  { bash scripts/vm/setup.sh && bash scripts/vm/build-image.sh >/dev/null; } >"$vm_build_log" 2>&1 &
+  # A session of its own, so that a run that stops early (a failed check) can end all of it.
+  setsid bash -c 'bash scripts/vm/setup.sh && bash scripts/vm/build-image.sh >/dev/null' >"$vm_build_log" 2>&1 &
   vm_build=$!
 fi
+stop_vm_build() {
+  [[ -z $vm_build ]] || kill -- "-$vm_build" 2>/dev/null || true
+}
+trap 'stop_vm_build; rm -f "$vm_build_log"' EXIT
 
 say "npm run check (tsc, eslint, prettier)"
 npm run check
@@ -69,7 +74,7 @@ events=$(mktemp -d /tmp/berth-test-summary.XXXXXX)
 # Each group's spec output is kept too: its failures are printed again at the very end, where a
 # CI log cut to its tail still shows them after the VM part's output.
 outputs=$(mktemp -d /tmp/berth-test-output.XXXXXX)
-trap 'rm -rf "$events" "$outputs" "$vm_build_log"' EXIT
+trap 'stop_vm_build; rm -rf "$events" "$outputs" "$vm_build_log"' EXIT
 keys=(tests suites pass fail cancelled skipped todo)
 host=0
 run_group() {
