@@ -31,7 +31,7 @@ trap 'rm -f "$job"' EXIT
 {
   echo 'set -e'
   echo 'echo "guest: $(uname -r), cgroup $(stat -fc %T /sys/fs/cgroup), node $(node --version)"'
-  # The default runtime is the first runc in PATH (forky's in the image, trixie's beside it).
+  # The default runtime is the first runc in PATH: trixie's; forky's newer one is at /opt/runc-1.3.
   echo 'echo "guest: $(command -v runc): $(runc --version | head -n 1); $(crun --version | head -n 1)"'
   # Each file its own node --test process, under a bound: one that hangs cannot take the others.
   # bash reads a script as it runs it: a copy, so that an edit of the checkout meanwhile is not read.
