@@ -34,6 +34,10 @@ export const clusterSkip: string | false =
 
 export interface Cluster {
   kubectl: Kubectl;
+  /** kubectl's file and arguments against this cluster, for a kubectl the caller runs itself. */
+  kubectlCommand(args: readonly string[]): { file: string; args: string[] };
+  /** The kubelet's own HTTPS server (anonymous, AlwaysAllow): the apiserver proxies no loopback node. */
+  kubeletUrl: string;
   cri: CriClient;
   berth: TestDaemon;
   kubeletDir: string;
@@ -72,7 +76,13 @@ async function writeKernelSettings(saved: Map<string, string>): Promise<void> {
   for (const [key, value] of saved) await writeFile(join('/proc/sys', key), value).catch(() => {});
 }
 
-export async function startCluster(opts: { berthArgs?: string[] } = {}): Promise<Cluster> {
+export interface ClusterOptions {
+  berthArgs?: string[];
+  /** The kubelet's feature gates besides its defaults (KubeletConfiguration featureGates). */
+  kubeletFeatureGates?: Record<string, boolean>;
+}
+
+export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
   // One cluster on the host at a time: a second kubelet would fight over /kubepods.
   if (
     await run('pgrep', ['-x', 'kubelet'], { timeoutMs: 10_000 }).then(
@@ -127,13 +137,14 @@ export async function startCluster(opts: { berthArgs?: string[] } = {}): Promise
       'current-context': 'c',
     }),
   );
-  const kubectl: Kubectl = async (args, o = {}) =>
-    (
-      await run(join(BIN, 'kubectl'), ['--kubeconfig', kc, ...args], {
-        timeoutMs: o.timeoutMs ?? 60_000,
-        input: o.input,
-      })
-    ).stdout;
+  const kubectlCommand = (args: readonly string[]): { file: string; args: string[] } => ({
+    file: join(BIN, 'kubectl'),
+    args: ['--kubeconfig', kc, ...args],
+  });
+  const kubectl: Kubectl = async (args, o = {}) => {
+    const { file, args: argv } = kubectlCommand(args);
+    return (await run(file, argv, { timeoutMs: o.timeoutMs ?? 60_000, input: o.input })).stdout;
+  };
   let berth: TestDaemon | undefined;
   const kubeletDir = join(dir, 'kubelet');
   const teardown = async (): Promise<void> => {
@@ -224,6 +235,7 @@ export async function startCluster(opts: { berthArgs?: string[] } = {}): Promise
         imageGCHighThresholdPercent: 100,
         imageGCLowThresholdPercent: 99,
         serializeImagePulls: false,
+        featureGates: opts.kubeletFeatureGates ?? {},
       }),
     );
     const startKubelet = (): void => {
@@ -255,6 +267,8 @@ export async function startCluster(opts: { berthArgs?: string[] } = {}): Promise
     });
     const cluster: Cluster = {
       kubectl,
+      kubectlCommand,
+      kubeletUrl: `https://127.0.0.1:${kubeletPort}`,
       get cri() {
         return berth.cri;
       },
