@@ -1,10 +1,12 @@
 import { InvalidArgumentError } from '../errors.js';
 import { nowNanos } from '../time.js';
+import type { ContainerService } from '../container/service.js';
 import type { SandboxService } from '../sandbox/service.js';
 import type { PodUserNamespaceSpec, PortMapping, Protocol, SandboxSpec } from '../model/sandbox.js';
 import type { IdMapping } from '../oci/userns.js';
 import type { SandboxFilter, SandboxStateName, SandboxView } from '../sandbox/types.js';
 import type { RuntimeServiceHandlers } from './generated/runtime/v1/RuntimeService.js';
+import { toWireContainerStatus } from './container-status.js';
 import type { UnaryHandlers } from './handler.js';
 import { jsonInfo, type Received, type Sent } from './messages.js';
 import { toPodResources } from './sandbox-resources.js';
@@ -31,7 +33,7 @@ import {
   supplementalGroupsPolicy,
 } from './validate.js';
 
-export function sandboxHandlers(sandboxes: SandboxService) {
+export function sandboxHandlers(sandboxes: SandboxService, containers: ContainerService) {
   return {
     RunPodSandbox: async (req) => {
       // The service checks the runtime handler: it looks it up once for the whole run.
@@ -49,15 +51,21 @@ export function sandboxHandlers(sandboxes: SandboxService) {
       return {};
     },
     PodSandboxStatus: async (req) => {
+      // Taken first, so that what is read below is at least this new: the kubelet's evented PLEG
+      // keeps whichever of this answer and an event is newer.
+      const timestamp = nowNanos();
       const { view, info } = await sandboxes.status(
         requireId('pod_sandbox_id', req.pod_sandbox_id),
         req.verbose,
       );
+      // With a timestamp the kubelet's evented PLEG takes these as the pod's containers, all of
+      // them (its GetPodStatus then asks no ContainerStatus): an empty list left every new pod
+      // ContainerCreating until the kubelet's next full relist, minutes later.
       return {
         status: toWireStatus(view),
         info: jsonInfo('info', info),
-        containers_statuses: [],
-        timestamp: nowNanos(),
+        containers_statuses: containers.views.list({ podSandboxId: view.id }).map(toWireContainerStatus),
+        timestamp,
       };
     },
     ListPodSandbox: async (req) => {

@@ -44,7 +44,7 @@ export function runtimeService(
   edge: RpcEdge,
 ): RuntimeServiceHandlers {
   const runtime = runtimeHandlers(config, domains.node, domains.host);
-  const sandbox = sandboxHandlers(domains.sandboxes);
+  const sandbox = sandboxHandlers(domains.sandboxes, domains.containers);
   const sandboxResources = sandboxResourcesHandlers(domains.sandboxes);
   const container = containerHandlers(domains.containers);
   const checkpoint = checkpointHandlers(domains.checkpoints);

@@ -23,6 +23,7 @@ import {
   podStatus,
   runPod,
   startContainer,
+  stopAndRemovePod,
   waitContainerState,
   type Pod,
 } from '../harness/pods.js';
@@ -129,6 +130,26 @@ describe('GetContainerEvents', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     ]);
     assert.equal(containerIn(stopped, quitter)?.exit_code, 3);
     assert.equal(events.at(-3)?.pod_sandbox_status?.state, 'SANDBOX_NOTREADY');
+  });
+
+  test("PodSandboxStatus carries the pod's containers and a timestamp, as an event does", async (t) => {
+    // The kubelet's evented PLEG builds a pod's status from this answer alone once it has a
+    // timestamp: an empty list kept every new pod ContainerCreating under a kubelet 1.36.
+    const d = daemon();
+    const pod = await runPod(d.cri, d.pod('status-containers'));
+    t.after(() => stopAndRemovePod(d.cri, pod.id).catch(() => {}));
+    const running = await startContainer(d.cri, pod, containerConfig('running', imageRef()));
+    const created = await createContainer(d.cri, pod, containerConfig('created', imageRef()));
+    const before = BigInt(Date.now()) * 1_000_000n;
+    const res = await d.cri.call<{
+      timestamp: string;
+      containers_statuses: { id: string; state: string; metadata: { name: string } }[];
+    }>('PodSandboxStatus', { pod_sandbox_id: pod.id });
+    assert.ok(BigInt(res.timestamp) >= before - 1_000_000_000n, `timestamp ${res.timestamp}`);
+    assert.deepEqual(res.containers_statuses.map((c) => [c.metadata.name, c.id, c.state]).sort(), [
+      ['created', created, 'CONTAINER_CREATED'],
+      ['running', running, 'CONTAINER_RUNNING'],
+    ]);
   });
 
   test('two subscribers, one never reading: it is dropped with RESOURCE_EXHAUSTED, the other gets every event and rpcs stay fast', async (t) => {
