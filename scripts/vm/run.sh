@@ -142,13 +142,20 @@ qemu_args=(
 # A boot that fails before the job starts (the guest writes job/started first) costs seconds and
 # says nothing about berth: it is tried again, up to BERTH_VM_BOOT_TRIES boots in all. A boot
 # that has not started the job within BERTH_VM_BOOT_BOUND_S (about 25 s emulated, measured) is
-# taken for hung. Once the job has started, the run is never repeated.
+# taken for hung. Once the job has started, the run is never repeated, with one exception: a job
+# that keeps a record of how far it got (job/resumable: scripts/vm/guest/files.sh) and whose guest
+# crashed gets one more boot, in which it goes on from there. An emulated guest's kernel has
+# panicked mid-run (in the scheduler, 213 s in, with both host cores busy) where nothing berth
+# did was at fault; a second crash ends the run.
 tries=${BERTH_VM_BOOT_TRIES:-3}
+resumed=0
 boot_bound_s=${BERTH_VM_BOOT_BOUND_S:-300}
 started=$(date +%s)
 deadline=$((started + timeout_s))
 for ((try = 1; ; try++)); do
-  rm -f "$job/started" "$job/exit"
+  rm -f "$job/started" "$job/exit" "$job/resumable"
+  # What the job wrote in an earlier boot has been shown already.
+  shown=$(stat -c %s "$job/output.log" 2>/dev/null || echo 0)
   left=$((deadline - $(date +%s)))
   ((left > 0)) || left=1
   say "booting $image ($accel, 2 vCPUs) for $script (boot $try of $tries)"
@@ -156,7 +163,7 @@ for ((try = 1; ; try++)); do
   timeout --kill-after=10 "$left" qemu-system-x86_64 "${qemu_args[@]}" &
   qemu=$!
   # The job's output, as the VM writes it into the shared dir.
-  tail -n +1 -F --pid="$qemu" "$job/output.log" 2>/dev/null &
+  tail -c +$((shown + 1)) -F --pid="$qemu" "$job/output.log" 2>/dev/null &
   while [[ ! -f $job/started ]] && kill -0 "$qemu" 2>/dev/null; do
     if (($(date +%s) - booted >= boot_bound_s)); then
       say "the job had not started ${boot_bound_s} s into the boot; stopping the VM"
@@ -173,10 +180,16 @@ for ((try = 1; ; try++)); do
   if [[ -f $job/started ]]; then
     if ((qemu_code == 124)); then
       say "the job had no exit code after ${timeout_s} s; the VM was stopped. Its console:"
-    else
-      say "the VM stopped without the job's exit code after $(($(date +%s) - started)) s; its console:"
+      tail -n 40 "$job/console.log" >&2 || true
+      exit 124
     fi
+    say "the VM stopped without the job's exit code after $(($(date +%s) - started)) s; its console:"
     tail -n 40 "$job/console.log" >&2 || true
+    if [[ -f $job/resumable ]] && ((resumed == 0)) && (($(date +%s) < deadline)); then
+      resumed=1
+      say "the job recorded how far it got: booting once more for it to go on from there"
+      continue
+    fi
     exit 124
   fi
   say "boot $try of $tries did not start the job; its console:"

@@ -36,6 +36,8 @@ trap 'rm -f "$job"' EXIT
   # Each file its own node --test process, under a bound: one that hangs cannot take the others.
   # bash reads a script as it runs it: a copy, so that an edit of the checkout meanwhile is not read.
   echo 'cp scripts/vm/guest/files.sh /tmp/berth-vm-files.sh'
+  # In the job dir, which outlives a crashed guest: where a second boot goes on from.
+  echo 'export BERTH_VM_FILES_STATE=/mnt/job/files-state'
   printf 'exec bash /tmp/berth-vm-files.sh'
   printf ' %q' "${files[@]}"
   echo

@@ -74,9 +74,20 @@ describe('the VM runner', { skip, timeout: 4 * TEST_BOUND_MS }, () => {
     assert.match(r.stderr, /no boot started the job; giving up/);
   });
 
-  // One boot for two proofs (an emulated boot is over a minute): the job's exit code and output come
-  // back, and the file runner in the guest deals with a file that hangs.
-  it("returns the job's exit code and streams its output; a file that outlives its bound is killed, says what hung, is cleaned up after, and the next runs", async () => {
+  // One run for three proofs (an emulated boot is over a minute): the job's exit code and output
+  // come back; a guest that crashes mid-run is booted once more and the file runner goes on where
+  // it was; and the file runner deals with a file that hangs.
+  it("returns the job's exit code and streams its output; after a guest crash the file runner goes on in a second boot; a file that outlives its bound is killed, says what hung, is cleaned up after, and the next runs", async () => {
+    // The guest crashes in the first file, once: the second boot runs it again, and it passes.
+    const crashes = `
+import { existsSync, writeFileSync } from 'node:fs';
+import { it } from 'node:test';
+it('crashes the guest in its first boot', () => {
+  if (existsSync('/mnt/job/crashed')) return;
+  writeFileSync('/mnt/job/crashed', '');
+  writeFileSync('/proc/sysrq-trigger', 'c');
+});
+`;
     // The first file leaves what a hung e2e file would: a detached process naming a test daemon's
     // dir (as conmon does), a mount below it, a berthd log; then it hangs in its second test.
     const hangs = `
@@ -111,10 +122,11 @@ it('runs after the killed file, with its leftovers gone', () => {
 `;
     const job = [
       'echo "inside $(stat -fc %T /sys/fs/cgroup)"',
+      `cat >/tmp/crashes.test.mjs <<'EOF'${crashes}EOF`,
       `cat >/tmp/hangs.test.mjs <<'EOF'${hangs}EOF`,
       `cat >/tmp/next.test.mjs <<'EOF'${next}EOF`,
       'cp scripts/vm/guest/files.sh /tmp/files.sh',
-      `BERTH_VM_FILE_BOUND_S=${FILE_BOUND_S} bash /tmp/files.sh /tmp/hangs.test.mjs /tmp/next.test.mjs`,
+      `BERTH_VM_FILES_STATE=/mnt/job/files-state BERTH_VM_FILE_BOUND_S=${FILE_BOUND_S} bash /tmp/files.sh /tmp/crashes.test.mjs /tmp/hangs.test.mjs /tmp/next.test.mjs`,
       '',
     ].join('\n');
     const r = await run('files', job);
@@ -122,6 +134,13 @@ it('runs after the killed file, with its leftovers gone', () => {
     assert.equal(r.code, 1, `${out}\n${r.stderr}`);
     assert.match(out, /inside cgroup2fs/);
     assert.match(r.stderr, /boot 1 of 3/);
+    assert.match(r.stderr, /sysrq_handle_crash/);
+    assert.match(r.stderr, /the job recorded how far it got: booting once more/);
+    assert.match(r.stderr, /boot 2 of 3/);
+    assert.match(out, /✔ crashes the guest in its first boot/);
+    // The second boot's output only follows the first's: nothing of it twice.
+    assert.equal(out.match(/inside cgroup2fs/g)?.length, 2, out);
+    assert.equal(out.match(/file 1 of 3: \/tmp\/crashes.test.mjs/g)?.length, 2, out);
     assert.match(
       out,
       new RegExp(
@@ -133,8 +152,9 @@ it('runs after the killed file, with its leftovers gone', () => {
     assert.match(out, /cleaned up after it: killed 1 test daemon processes, unmounted 1 mounts/);
     assert.match(out, /✔ runs after the killed file, with its leftovers gone/);
     assert.match(out, /\/tmp\/next.test.mjs passed in/);
-    assert.match(out, /1 of 2 files failed: \/tmp\/hangs.test.mjs/);
-    // The closing lines count both files: the killed one's pass and its kill, the next one's pass.
-    assert.match(out, /# tests 3\n# suites 0\n# pass 2\n# fail 1\n[^]*\n2 passed, 1 failed\n$/);
+    assert.match(out, /1 of 3 files failed: \/tmp\/hangs.test.mjs/);
+    // The closing lines count every file: the crashing one's pass in its second boot, the killed
+    // one's pass and its kill, the next one's pass.
+    assert.match(out, /# tests 4\n# suites 0\n# pass 3\n# fail 1\n[^]*\n3 passed, 1 failed\n$/);
   });
 });

@@ -7,7 +7,10 @@
 # started (BERTH_TEST_DAEMON_LOG_DIR); after every file it kills what the file's test daemons
 # left (berthd, conmon, containers) and unmounts what they left under /run/berth-test-*.
 # Ends with the node runner's summary lines summed over the files, then "N passed, N failed";
-# exits non-zero when any file failed.
+# exits non-zero when any file failed. With BERTH_VM_FILES_STATE (a file in the job dir, which
+# outlives the guest) it records after each file how far it got and what the files ended with, and
+# a run that finds that record goes on from the file after the last one that ended: a guest that
+# crashed (an emulated kernel's panic) is booted once more by scripts/vm/run.sh to finish the run.
 set -uo pipefail
 
 # A bound for a hang, scaled like the tests' own (BERTH_TEST_BOUND_SCALE is 4 emulated): the
@@ -77,9 +80,33 @@ keys=(tests suites pass fail cancelled skipped todo)
 declare -A total
 for key in "${keys[@]}"; do total[$key]=0; done
 failed_files=()
+state=${BERTH_VM_FILES_STATE:-}
+ended=0
+if [[ -n $state && -f $state ]]; then
+  while read -r key value; do
+    case $key in
+      ended) ended=$value ;;
+      failed) failed_files+=("$value") ;;
+      *) total[$key]=$value ;;
+    esac
+  done <"$state"
+  say "a boot after a guest crash: files 1 to ${ended} ended before it and count as they ended; from file $((ended + 1)) on"
+fi
+# After each file: how far the run got, what the files so far ended with.
+save_state() {
+  [[ -n $state ]] || return 0
+  {
+    echo "ended $1"
+    for key in "${keys[@]}"; do echo "$key ${total[$key]}"; done
+    for f in "${failed_files[@]}"; do echo "failed $f"; done
+  } >"$state.tmp" && mv "$state.tmp" "$state"
+}
+# A crash from here on may be resumed (scripts/vm/run.sh boots once more).
+[[ -z $state ]] || : >"$(dirname "$state")/resumable"
 i=0
 for file in "$@"; do
   i=$((i + 1))
+  ((i > ended)) || continue
   events="$work/$i.events" daemons="$work/$i.daemons"
   mkdir -p "$daemons"
   : >"$events"
@@ -123,6 +150,7 @@ for file in "$@"; do
     say "$file passed in ${took} s"
   fi
   cleanup_daemons
+  save_state "$i"
 done
 
 say "${#failed_files[@]} of $# files failed${failed_files[*]:+: ${failed_files[*]}}"
