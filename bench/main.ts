@@ -4,7 +4,7 @@
  * `--compare` (or BENCH_COMPARE) is given (the others have berth's figures alone). Arguments that are not bench
  * names (`--compare unix:///path`, `--runs 2`, ...) go to the CRI benchmark; the others read
  * their sizes from the environment (see each file's header).
- * Usage: node dist/bench/main.js [sandbox|image|container|containers-list|streaming|recovery|userns|cri ...]
+ * Usage: node dist/bench/main.js [sandbox|image|container|containers-list|streaming|recovery|userns|kubelet|cri ...]
  *          [cri flags]
  */
 import { spawn } from 'node:child_process';
@@ -19,6 +19,7 @@ const BENCHES = [
   'streaming',
   'recovery',
   'userns',
+  'kubelet',
   'cri',
 ] as const;
 type BenchName = (typeof BENCHES)[number];
