@@ -285,27 +285,22 @@ for (const evented of [false, true]) {
           what: '3 web pods ready',
         });
 
+        const allAt = (version: string): Promise<void> =>
+          waitFor(
+            async () => {
+              const pods = await webPods();
+              return pods.length === 3 && pods.every((p) => p.version === version);
+            },
+            READY_BOUND_MS,
+            { what: `every web pod at VERSION ${version}` },
+          );
         await kubectl(['set', 'env', 'deployment/web', 'VERSION=two']);
         await rolledOut();
-        await waitFor(
-          async () => {
-            const pods = await webPods();
-            return pods.length === 3 && pods.every((p) => p.version === 'two');
-          },
-          READY_BOUND_MS,
-          { what: 'every web pod at VERSION two' },
-        );
+        await allAt('two');
 
         await kubectl(['rollout', 'undo', 'deployment/web']);
         await rolledOut();
-        await waitFor(
-          async () => {
-            const pods = await webPods();
-            return pods.length === 3 && pods.every((p) => p.version === 'one');
-          },
-          READY_BOUND_MS,
-          { what: 'every web pod back at VERSION one' },
-        );
+        await allAt('one');
       });
 
       test('logs of a crashing container, and of its previous run, with its exit code', async () => {
