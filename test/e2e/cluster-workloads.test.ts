@@ -10,7 +10,6 @@
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { get as httpsGet } from 'node:https';
-import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -32,6 +31,7 @@ import {
 } from '../harness/cluster-pods.js';
 import { busyboxLayer, pushImage } from '../harness/images.js';
 import { freePort, startRegistry, type TestRegistry } from '../harness/registry.js';
+import { readFrom } from '../harness/sockets.js';
 import { runProgram } from '../harness/streaming.js';
 import { waitFor } from '../harness/wait.js';
 
@@ -373,14 +373,7 @@ for (const evented of [false, true]) {
         try {
           await waitFor(
             async () => {
-              said = await new Promise<string>((resolve) => {
-                let got = '';
-                const socket = connect(local, '127.0.0.1');
-                socket.on('data', (c: Buffer) => (got += c.toString()));
-                socket.on('error', () => resolve(''));
-                socket.on('close', () => resolve(got));
-                socket.setTimeout(5000, () => socket.destroy());
-              });
+              said = await readFrom(local);
               return said.includes('served-by-pod');
             },
             60_000,

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { chmod, chown, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { connect } from 'node:net';
+import { readFrom } from '../harness/sockets.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -447,15 +447,3 @@ describe('containers of a pod of its own user namespace', { skip, timeout: SUITE
     });
   }
 });
-
-/** What a loopback port says before it closes; '' when nothing listens yet. Bounded in time. */
-function readFrom(port: number): Promise<string> {
-  return new Promise((resolve) => {
-    let text = '';
-    const socket = connect(port, '127.0.0.1');
-    socket.setTimeout(5_000, () => socket.destroy());
-    socket.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
-    socket.on('error', () => resolve(''));
-    socket.on('close', () => resolve(text));
-  });
-}

@@ -1,4 +1,4 @@
-/** Loopback connections for unit tests of protocol code. */
+/** Loopback connections: for unit tests of protocol code, and to read what a forwarded port says. */
 import { once } from 'node:events';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 
@@ -27,4 +27,16 @@ export async function socketPair(
   } finally {
     listener.close();
   }
+}
+
+/** What a loopback port says before it closes; '' when nothing listens yet. Bounded in time. */
+export function readFrom(port: number): Promise<string> {
+  return new Promise((resolve) => {
+    let text = '';
+    const socket = connect(port, '127.0.0.1');
+    socket.setTimeout(5_000, () => socket.destroy());
+    socket.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+    socket.on('error', () => resolve(''));
+    socket.on('close', () => resolve(text));
+  });
 }
