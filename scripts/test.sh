@@ -12,6 +12,7 @@ die() {
   exit 1
 }
 
+test_started=$(date +%s)
 bash scripts/setup.sh
 
 # The cluster suites' Kubernetes binaries: $KUBERNETES_BIN, or those of ../shared/tools unpacked
@@ -135,5 +136,5 @@ if ((host != 0)); then
     fi
   done
 fi
-say "host suite exited ${host}, VM suites exited ${vm}"
+say "host suite exited ${host}, VM suites exited ${vm}; npm test took $(($(date +%s) - test_started)) s"
 ((host == 0 && vm == 0))
