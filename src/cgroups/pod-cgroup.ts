@@ -7,6 +7,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { FailedPreconditionError } from '../errors.js';
 import { ensureCgroup } from './hierarchy.js';
+import { DEFAULT_WEIGHT } from './cpu-weight.js';
 import type { CgroupHost } from './probe.js';
 
 /** What a pod's cgroup is set to, as a whole (sandbox/ sums a pod's resources and overhead into it). */
@@ -19,6 +20,8 @@ export interface PodCgroupLimits {
   cpuQuota: number;
   /** 0: the default weight. */
   cpuShares: number;
+  /** cgroup v2's weight for cpuShares, by the formula of the pod's runtime (cpu-weight.ts). */
+  cpuWeight: number;
   /** '': as the parent's. */
   cpusetCpus: string;
   cpusetMems: string;
@@ -29,21 +32,12 @@ export interface PodCgroupLimits {
 /** The kernel's own defaults: a new cgroup's files hold them, and a lifted limit goes back to them. */
 export const DEFAULT_CPU_PERIOD = 100_000;
 const DEFAULT_SHARES = 1024;
-const DEFAULT_WEIGHT = 100;
 
 /** One file to write, in the hierarchy of `controller` (v1), or in the unified one (controller ''). */
 interface LimitFile {
   controller: string;
   file: string;
   value: string;
-}
-
-/**
- * runc 1.1's conversion of cpu shares to a v2 weight (the one berth's containers get on the same
- * node, see README), so that a pod's weight compares with its siblings' as theirs do.
- */
-export function sharesToWeight(shares: number): number {
-  return shares === 0 ? DEFAULT_WEIGHT : 1 + Math.floor(((shares - 2) * 9999) / 262142);
 }
 
 /**
@@ -73,7 +67,11 @@ export function limitFiles(host: Pick<CgroupHost, 'version'>, limits: PodCgroupL
         value: limits.memoryBytes > 0 ? String(limits.memoryBytes) : 'max',
       },
       { controller: '', file: 'cpu.max', value: `${quota} ${limits.cpuPeriod}` },
-      { controller: '', file: 'cpu.weight', value: String(sharesToWeight(limits.cpuShares)) },
+      {
+        controller: '',
+        file: 'cpu.weight',
+        value: String(limits.cpuShares > 0 ? limits.cpuWeight : DEFAULT_WEIGHT),
+      },
       ...cpusetFiles('', limits),
       ...Object.entries(limits.unified).map(([file, value]) => ({ controller: '', file, value })),
     ];

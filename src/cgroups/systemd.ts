@@ -4,7 +4,7 @@
  */
 import { InvalidArgumentError } from '../errors.js';
 import { CgroupManager, checkedRelative } from './manager.js';
-import { sharesToWeight, writeLimitFiles, type PodCgroupLimits } from './pod-cgroup.js';
+import { writeLimitFiles, type PodCgroupLimits } from './pod-cgroup.js';
 import type { CgroupHost } from './probe.js';
 
 /**
@@ -160,7 +160,7 @@ export function sliceProperties(limits: PodCgroupLimits): string[] {
     `MemoryMax=${limits.memoryBytes > 0 ? limits.memoryBytes : 'infinity'}`,
     `CPUQuota=${limits.cpuQuota > 0 ? `${percent}%` : ''}`,
     `CPUQuotaPeriodSec=${limits.cpuPeriod}us`,
-    `CPUWeight=${limits.cpuShares > 0 ? sharesToWeight(limits.cpuShares) : ''}`,
+    `CPUWeight=${limits.cpuShares > 0 ? limits.cpuWeight : ''}`,
     `AllowedCPUs=${limits.cpusetCpus}`,
     `AllowedMemoryNodes=${limits.cpusetMems}`,
     ...unified,

@@ -11,6 +11,7 @@ import { hasCheckpointCommand } from './checkpoint.js';
 import { Runc } from './runc.js';
 import { RuncConmonHandler } from './runc-conmon.js';
 import type { HandlerFeatures, OptionalFeature, RuntimeHandler } from './runtime.js';
+import { weightConversionOf } from './weight-conversion.js';
 import { probeUsernsJoin, type UsernsProbeOptions } from './userns-probe.js';
 
 /** What a pod record says of its handler. */
@@ -82,8 +83,8 @@ export async function probeFeatures(
   runc: Runc,
   { kernelHasMountSetattr, usernsProbe, criuUsable }: HostCapabilities,
 ): Promise<HandlerFeatures> {
-  const [mountOptions, usernsFailure, checkpoints] = await Promise.all([
-    runc.mountOptions(),
+  const [{ mountOptions, runcVersion }, usernsFailure, checkpoints] = await Promise.all([
+    runc.features(),
     'skipped' in usernsProbe ? usernsProbe.skipped : probeUsernsJoin(runc, usernsProbe),
     criuUsable ? hasCheckpointCommand(runc) : false,
   ]);
@@ -114,6 +115,7 @@ export async function probeFeatures(
       ...(usernsOff === null ? {} : { userNamespaces: usernsOff }),
       ...(checkpointOff === null ? {} : { checkpointRestore: checkpointOff }),
     },
+    cpuWeight: weightConversionOf(runcVersion),
   };
 }
 

@@ -39,6 +39,14 @@ export interface ContainerState {
 /** runc's JSON log of the last create, kept in the bundle like containerd's shim does. */
 export const CREATE_LOG = 'log.json';
 
+/** `runc features`, as far as berth reads it. */
+export interface RuntimeFeatures {
+  mountOptions: string[];
+  /** The org.opencontainers.runc.version annotation; crun names its own version otherwise. */
+  runcVersion?: string;
+}
+const RUNC_VERSION = 'org.opencontainers.runc.version';
+
 /** runc's answer said something we could not understand (version skew, not a runtime failure). */
 export class RuncOutputError extends BerthError {
   override name = 'RuncOutputError';
@@ -148,15 +156,23 @@ export class Runc {
   }
 
   /**
-   * The mount options `runc features` says this runc knows (e.g. "rro"); empty when it is too old
-   * to have the command.
+   * What `runc features` says of this runc: the mount options it knows (e.g. "rro") and its version;
+   * no options and no version when it is too old to have the command.
    */
-  async mountOptions(): Promise<string[]> {
+  async features(): Promise<RuntimeFeatures> {
     const { stdout } = await this.exec(['features']).catch(() => ({ stdout: '{}' }));
     const parsed: unknown = JSON.parse(stdout);
-    if (typeof parsed !== 'object' || parsed === null || !('mountOptions' in parsed)) return [];
-    const options = parsed.mountOptions;
-    return Array.isArray(options) ? options.filter((o): o is string => typeof o === 'string') : [];
+    if (typeof parsed !== 'object' || parsed === null) return { mountOptions: [] };
+    const options = 'mountOptions' in parsed ? parsed.mountOptions : [];
+    const annotations = 'annotations' in parsed ? parsed.annotations : undefined;
+    const version =
+      typeof annotations === 'object' && annotations !== null && RUNC_VERSION in annotations
+        ? (annotations as Record<string, unknown>)[RUNC_VERSION]
+        : undefined;
+    return {
+      mountOptions: Array.isArray(options) ? options.filter((o): o is string => typeof o === 'string') : [],
+      ...(typeof version === 'string' ? { runcVersion: version } : {}),
+    };
   }
 
   /** `runc pause`: freezes every process of a running container. */

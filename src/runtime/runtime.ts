@@ -4,6 +4,7 @@
  * arguments (runc, and conmon as each container's monitor). There is one RuntimeHandler per
  * configured handler (kubelet's RuntimeClass handler), made once at start-up (handlers.ts).
  */
+import type { WeightConversion } from '../cgroups/index.js';
 import type { LinuxResources, Process } from '../oci/spec.js';
 import type { AttachIo } from './attach.js';
 import type { MonitorCreateRequest, MonitorCreated } from './conmon.js';
@@ -25,6 +26,8 @@ export interface HandlerFeatures {
   checkpointRestore: boolean;
   /** Why each feature kubelet or a user may ask for is off, for the log, verbose Status and refusals. */
   off: Partial<Record<OptionalFeature, string>>;
+  /** How the runtime turns cpu shares into a v2 weight, and why berth thinks so; pod cgroups follow it. */
+  cpuWeight: { conversion: WeightConversion; why: string };
 }
 
 /** The features a probe may turn off. */

@@ -24,7 +24,12 @@ export class SandboxResize {
       const { cgroups, config } = this.ctx.deps;
       checkApplicable(cgroups, sandbox, asked, '');
       if (sandbox.podCgroup !== '') {
-        await cgroups.updatePodCgroup(sandbox.podCgroup, podLimits(asked), config.runtimeTimeoutMs);
+        const { conversion } = this.ctx.deps.runtimes.of(sandbox).features.cpuWeight;
+        await cgroups.updatePodCgroup(
+          sandbox.podCgroup,
+          podLimits(asked, conversion),
+          config.runtimeTimeoutMs,
+        );
       }
       this.ctx.deps.store.sandboxes.resourcesUpdated(id, asked);
     });

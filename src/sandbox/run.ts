@@ -157,7 +157,7 @@ export class SandboxRun {
           }
         }),
         this.pin(steps, sandbox, netnsName),
-        this.makePodCgroup(steps, sandbox),
+        this.makePodCgroup(steps, sandbox, handler),
       ]);
       // The infra only needs the netns to exist, not to be configured: CNI and runc run side by side.
       await allSettledOrThrow([
@@ -188,12 +188,13 @@ export class SandboxRun {
   }
 
   /** The pod's own cgroup, where berth makes one, before the infra that goes in it. */
-  private async makePodCgroup(steps: Steps, sandbox: Sandbox): Promise<void> {
+  private async makePodCgroup(steps: Steps, sandbox: Sandbox, handler: RuntimeHandler): Promise<void> {
     if (sandbox.podCgroup === '') return;
     await steps.run('pod-cgroup', async () => {
       steps.onUndo('pod-cgroup', () => this.teardown.removePodCgroup(sandbox.id));
       const { cgroups, config } = this.deps;
-      await cgroups.createPodCgroup(sandbox.podCgroup, podLimits(sandbox.resources), config.runtimeTimeoutMs);
+      const limits = podLimits(sandbox.resources, handler.features.cpuWeight.conversion);
+      await cgroups.createPodCgroup(sandbox.podCgroup, limits, config.runtimeTimeoutMs);
     });
   }
 

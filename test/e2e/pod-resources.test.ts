@@ -114,6 +114,17 @@ for (const { driver, skip } of DRIVERS) {
       const cid = await startContainer(d().cri, pod, containerConfig('one', imageRef()));
       const { pid } = await containerInfo(d().cri, cid);
       assert.equal(await cgroupOfPid(pid), containerCgroup(driver, path, cid));
+      // The pod's weight is the one its runtime gives a container of the same shares (runc changed
+      // its formula in 1.3.2), so that the pod weighs against its neighbours as its containers do.
+      if (CGROUP_V2) {
+        await d().cri.call('UpdateContainerResources', {
+          container_id: cid,
+          linux: resources(64, 20_000, 612),
+        });
+        const weight = async (cgroup: string) =>
+          (await readFile(join(CGROUP_ROOT, cgroup, 'cpu.weight'), 'utf8')).trim();
+        assert.equal(await weight(path), await weight(containerCgroup(driver, path, cid)));
+      }
 
       // A container's resize within the pod's limits, twice: the same process, running on, reporting
       // what was asked.

@@ -131,7 +131,8 @@ describe(
       );
       for (const { name, binary } of runtimes) {
         const own = new Runc({ binary, root: join(base, 'asked'), systemdCgroup: false, timeoutMs: 10_000 });
-        const rro = probed.host.idmappedMounts.mountSetattr && (await own.mountOptions()).includes('rro');
+        const rro =
+          probed.host.idmappedMounts.mountSetattr && (await own.features()).mountOptions.includes('rro');
         const features = probed.runtimeHandlers[name];
         assert.equal(features?.recursiveReadOnlyMounts, rro, `${name} (${binary}): rro`);
         if (!rro && probed.host.idmappedMounts.mountSetattr) {

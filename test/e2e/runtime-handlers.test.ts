@@ -3,6 +3,8 @@
  * the same runc with a root of its own, spoken to over its socket only. Needs root.
  */
 import assert from 'node:assert/strict';
+import { runcVersionInPath } from '../harness/cgroups.js';
+import { weightConversionOf } from '../../src/runtime/weight-conversion.js';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
@@ -114,6 +116,7 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
           joinsUserNamespace: boolean;
           checkpointRestore: boolean;
           off: Partial<Record<'recursiveReadOnlyMounts' | 'userNamespaces' | 'checkpointRestore', string>>;
+          cpuWeight: { conversion: string; why: string };
         }
       >;
     };
@@ -141,7 +144,9 @@ describe('runtime handlers', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.ok(shown.host.criu === null || shown.host.criu.version !== '');
     assert.deepEqual(Object.keys(shown.runtimeHandlers), ['runc', HANDLER]);
     for (const name of ['runc', HANDLER]) {
-      const { off, ...features } = shown.runtimeHandlers[name] ?? { off: {} };
+      const { off, cpuWeight, ...features } = shown.runtimeHandlers[name] ?? { off: {} };
+      // Pod cgroups weigh by the formula of the runc version the handler's binary names.
+      assert.deepEqual(cpuWeight, weightConversionOf(runcVersionInPath()));
       assert.deepEqual(features, {
         recursiveReadOnlyMounts: true,
         userNamespaces: overlayLower && tmpfs,

@@ -1,8 +1,15 @@
 /** Cgroups tests made for their containers, removed again. */
+import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { cgroupManager, type CgroupManager } from '../../src/cgroups/index.js';
+import {
+  cgroupManager,
+  cpuWeightOf,
+  type CgroupManager,
+  type WeightConversion,
+} from '../../src/cgroups/index.js';
+import { weightConversionOf } from '../../src/runtime/weight-conversion.js';
 import type { CgroupDriver } from '../../src/cgroups/driver.js';
 import { probeCgroupHost } from '../../src/cgroups/probe.js';
 
@@ -33,9 +40,25 @@ export async function liveLimits(path: string): Promise<LiveLimits> {
   };
 }
 
-/** What runc writes to cpu.weight on v2 for CRI's cpu shares (runc's ConvertCPUSharesToCgroupV2Value). */
+/**
+ * What the runc test daemons run (the one in PATH) writes to cpu.weight on v2 for CRI's cpu shares:
+ * the formula of its version, as berth picks it for a pod's cgroup.
+ */
 export function runcWeightOfShares(shares: number): number {
-  return shares === 0 ? 0 : 1 + Math.floor(((shares - 2) * 9999) / 262142);
+  return shares === 0 ? 0 : cpuWeightOf(shares, runcConversion());
+}
+
+let conversion: WeightConversion | undefined;
+function runcConversion(): WeightConversion {
+  conversion ??= weightConversionOf(runcVersionInPath()).conversion;
+  return conversion;
+}
+
+/** The version `runc features` of the runc in PATH names (org.opencontainers.runc.version). */
+export function runcVersionInPath(): string | undefined {
+  const out = execFileSync('runc', ['features'], { encoding: 'utf8', timeout: 60_000 });
+  const annotations = (JSON.parse(out) as { annotations?: Record<string, string> }).annotations;
+  return annotations?.['org.opencontainers.runc.version'];
 }
 
 /** The cpu limit `liveLimits` reads back for `shares`, on this host's cgroup version. */

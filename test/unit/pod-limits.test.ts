@@ -6,14 +6,19 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { cgroupManager } from '../../src/cgroups/index.js';
-import { limitFiles, setsNothing, sharesToWeight } from '../../src/cgroups/pod-cgroup.js';
+import { cpuWeightOf } from '../../src/cgroups/index.js';
+import { limitFiles, setsNothing } from '../../src/cgroups/pod-cgroup.js';
 import type { CgroupHost } from '../../src/cgroups/probe.js';
 import { sliceProperties } from '../../src/cgroups/systemd.js';
 import { emptyResources } from '../../src/cri/container-spec.js';
 import type { ContainerResources } from '../../src/model/container.js';
-import { podLimits } from '../../src/sandbox/pod-limits.js';
+import { weightConversionOf } from '../../src/runtime/weight-conversion.js';
+import { podLimits as limitsOf } from '../../src/sandbox/pod-limits.js';
 
 const MiB = 1024 * 1024;
+
+/** A pod of a runtime that converts shares as runc 1.1 does. */
+const podLimits = (asked: Parameters<typeof limitsOf>[0]) => limitsOf(asked, 'linear');
 
 function limits(over: Partial<ContainerResources>): ContainerResources {
   return { ...emptyResources(), ...over };
@@ -53,6 +58,7 @@ describe('podLimits', () => {
       cpuPeriod: 100_000,
       cpuQuota: 70_000,
       cpuShares: 612,
+      cpuWeight: 24,
       cpusetCpus: '',
       cpusetMems: '',
       unified: {},
@@ -81,7 +87,14 @@ describe('podLimits', () => {
 });
 
 describe('the files and properties of a pod cgroup', () => {
-  const set = { ...podLimits(null), memoryBytes: 64 * MiB, cpuQuota: 25_000, cpuShares: 2, cpusetMems: '0' };
+  const set = {
+    ...podLimits(null),
+    memoryBytes: 64 * MiB,
+    cpuQuota: 25_000,
+    cpuShares: 2,
+    cpuWeight: 1,
+    cpusetMems: '0',
+  };
 
   test('v1 and hybrid: a file per limit in its controller, unlimited as -1, shares 1024 by default', () => {
     for (const version of ['v1', 'hybrid'] as const) {
@@ -119,8 +132,46 @@ describe('the files and properties of a pod cgroup', () => {
       limitFiles(host('v2'), podLimits(null)).map((f) => f.value),
       ['max', 'max 100000', '100'],
     );
-    assert.equal(sharesToWeight(1024), 39);
-    assert.equal(sharesToWeight(262_144), 10_000);
+  });
+
+  test("shares become the weight of the pod's runtime's formula: runc's before 1.3.2 and since", () => {
+    // runc 1.1's formula, and runc 1.3.2's, which maps the defaults onto each other (1024 to 100) and
+    // 22000 to 1204 as youki's port of it does.
+    const cases: [number, number, number][] = [
+      [2, 1, 1],
+      [512, 20, 59],
+      [1024, 39, 100],
+      [2048, 79, 174],
+      [22_000, 840, 1204],
+      [262_144, 10_000, 10_000],
+    ];
+    for (const [shares, linear, logQuadratic] of cases) {
+      assert.equal(cpuWeightOf(shares, 'linear'), linear, `linear ${shares}`);
+      assert.equal(cpuWeightOf(shares, 'log-quadratic'), logQuadratic, `log-quadratic ${shares}`);
+    }
+    // None asked is the kernel's default either way.
+    assert.equal(cpuWeightOf(0, 'linear'), 100);
+    assert.equal(cpuWeightOf(0, 'log-quadratic'), 100);
+    const pod = { resources: limits({ cpuShares: 1024 }), overhead: null };
+    assert.equal(limitsOf(pod, 'log-quadratic').cpuWeight, 100);
+    assert.deepEqual(
+      limitFiles(host('v2'), limitsOf(pod, 'log-quadratic')).find((f) => f.file === 'cpu.weight')?.value,
+      '100',
+    );
+    assert.ok(sliceProperties(limitsOf(pod, 'linear')).includes('CPUWeight=39'));
+  });
+
+  test("the formula follows the version the runtime's features name", () => {
+    assert.equal(weightConversionOf('1.1.5+ds1').conversion, 'linear');
+    assert.equal(weightConversionOf('1.3.1').conversion, 'linear');
+    assert.equal(weightConversionOf('1.3.2').conversion, 'log-quadratic');
+    assert.equal(weightConversionOf('1.3.6+ds1').conversion, 'log-quadratic');
+    assert.equal(weightConversionOf('1.4.0-rc.3').conversion, 'log-quadratic');
+    assert.equal(weightConversionOf('2.0.0').conversion, 'log-quadratic');
+    const crun = weightConversionOf(undefined);
+    assert.equal(crun.conversion, 'linear');
+    assert.match(crun.why, /names no runc version/);
+    assert.match(weightConversionOf('unknown').why, /names runc version "unknown"/);
   });
 
   test('systemd: every property given, so that an update lifts what is no longer asked; v2 files systemd owns as properties', () => {

@@ -15,6 +15,7 @@ import { Runc } from '../../src/runtime/runc.js';
 /** Why the handlers here run no user-namespaced pods, and make no checkpoints. */
 const NO_USERNS = 'no user namespaces in this test';
 const NO_CRIU = 'criu is not usable on this host (see host.criu)';
+const NO_RUNC_VERSION = 'the runtime names no runc version: taken to convert as runc before 1.3.2';
 
 let dir: string;
 let calls: string;
@@ -75,6 +76,7 @@ test('each handler probed its runc once: rro needs mount_setattr (the host probe
       joinsUserNamespace: false,
       checkpointRestore: false,
       off: { userNamespaces: NO_USERNS, checkpointRestore: NO_CRIU },
+      cpuWeight: { conversion: 'linear', why: NO_RUNC_VERSION },
     });
   }
   const probes = (await takeCalls()).filter((line) => line.endsWith(' features'));
@@ -113,6 +115,7 @@ test('no rro on a kernel without mount_setattr, whatever runc says', async () =>
       userNamespaces: NO_USERNS,
       checkpointRestore: NO_CRIU,
     },
+    cpuWeight: { conversion: 'linear', why: NO_RUNC_VERSION },
   });
   assert.deepEqual(await probeFeatures(runc, { ...host, kernelHasMountSetattr: true }), {
     recursiveReadOnlyMounts: true,
@@ -120,6 +123,7 @@ test('no rro on a kernel without mount_setattr, whatever runc says', async () =>
     joinsUserNamespace: false,
     checkpointRestore: false,
     off: { userNamespaces: NO_USERNS, checkpointRestore: NO_CRIU },
+    cpuWeight: { conversion: 'linear', why: NO_RUNC_VERSION },
   });
   await takeCalls();
 });
@@ -181,9 +185,11 @@ test("each handler's features are probed against its own binary, not the default
     await chmod(path, 0o755);
     return path;
   };
-  const newer = await fake('runc-newer', [`  *" features "*) echo '{"mountOptions":["rro"]}' ;;`]);
+  const newer = await fake('runc-newer', [
+    `  *" features "*) echo '{"mountOptions":["rro"],"annotations":{"org.opencontainers.runc.version":"1.3.6"}}' ;;`,
+  ]);
   const older = await fake('runc-older', [
-    `  *" features "*) echo '{"mountOptions":["ro"]}' ;;`,
+    `  *" features "*) echo '{"mountOptions":["ro"],"annotations":{"org.opencontainers.runc.version":"1.1.5+ds1"}}' ;;`,
     '  *" checkpoint "*) exit 1 ;;',
   ]);
   await takeCalls();
@@ -198,6 +204,7 @@ test("each handler's features are probed against its own binary, not the default
     joinsUserNamespace: false,
     checkpointRestore: true,
     off: { userNamespaces: NO_USERNS },
+    cpuWeight: { conversion: 'log-quadratic', why: 'runc 1.3.6 converts as runc 1.3.2 and later' },
   });
   assert.deepEqual(opened.defaultHandler.features, {
     recursiveReadOnlyMounts: false,
@@ -209,6 +216,7 @@ test("each handler's features are probed against its own binary, not the default
       userNamespaces: NO_USERNS,
       checkpointRestore: `${older} has no checkpoint command`,
     },
+    cpuWeight: { conversion: 'linear', why: 'runc 1.1.5+ds1 converts as runc before 1.3.2' },
   });
   // Each binary was asked about itself with its own handler's root, and nothing else was asked.
   assert.deepEqual((await takeCalls()).sort(), [
