@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import type { ContainerVerboseInfo } from '../../src/container/types.js';
 import type { SandboxVerboseInfo } from '../../src/sandbox/types.js';
 import type { CriClient } from './client.js';
+import { BOUND_SCALE } from './bounds.js';
 import { waitFor } from './wait.js';
 import type { ExecResponse, WireContainerStatus } from './wire.js';
 
@@ -133,7 +134,13 @@ export async function waitContainerState(
 }
 
 /** ExecSync with a timeout in seconds (10 by default). */
-export function execSync(cri: CriClient, id: string, cmd: string[], timeout = 10): Promise<ExecResponse> {
+/** `timeout` (s) bounds a hang; by default 10 s, scaled as every bound is in the emulated VM. */
+export function execSync(
+  cri: CriClient,
+  id: string,
+  cmd: string[],
+  timeout = 10 * BOUND_SCALE,
+): Promise<ExecResponse> {
   return cri.call<ExecResponse>('ExecSync', { container_id: id, cmd, timeout });
 }
 

@@ -571,7 +571,7 @@ describe('RegistryClient: deadlines', () => {
 
   it('a slow but moving blob is fine; a stalled one fails', async () => {
     const reg = await server();
-    const chunks = 12;
+    const chunks = 40;
     const chunk = Buffer.alloc(1000, 0x61);
     const whole = Buffer.concat(Array.from({ length: chunks }, () => chunk));
     let stall = false;
@@ -589,15 +589,15 @@ describe('RegistryClient: deadlines', () => {
       res.on('close', () => clearInterval(tick));
     };
     const desc: Descriptor = { mediaType: MEDIA_TYPES.ociLayer, digest: sha256(whole), size: whole.length };
-    // 1.2 s in total, more than the 1 s deadline, but never a tenth of it without data: room for
-    // a busy machine to run the sender late.
-    const c = client('', 1_000);
+    // 4 s in total, more than the 3 s deadline, but never a thirtieth of it without data: room for
+    // a busy machine to run the sender late (1 s was exceeded once beside the emulated VM).
+    const c = client('', 3_000);
     const blob = await c.fetchBlob(parseReference(`${reg.host}/a/b`), desc);
     assert.equal((await text(blob.stream)).length, whole.length);
 
     stall = true;
     const stalled = await c.fetchBlob(parseReference(`${reg.host}/a/b`), desc);
-    await assert.rejects(text(stalled.stream), /stalled: no data for 1000 ms/);
+    await assert.rejects(text(stalled.stream), /stalled: no data for 3000 ms/);
   });
 
   it('an aborted signal stops the request', async () => {
