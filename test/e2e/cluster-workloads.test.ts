@@ -313,8 +313,19 @@ for (const evented of [false, true]) {
           RESTART_BOUND_MS,
           { what: 'crasher restarted' },
         );
-        const previous = await kubectl(['logs', 'crasher', '--previous']);
-        const run = /^run (\d+)$/m.exec(previous);
+        // Retried: in a crash loop the run kubelet calls previous can be one it has just removed
+        // ("unable to retrieve container logs"), until the pod's status catches up (seen once).
+        let previous = '';
+        let run: RegExpExecArray | null = null;
+        await waitFor(
+          async () => {
+            previous = await kubectl(['logs', 'crasher', '--previous']);
+            run = /^run (\d+)$/m.exec(previous);
+            return run !== null;
+          },
+          RESTART_BOUND_MS,
+          { what: 'logs of the previous run' },
+        ).catch(() => undefined);
         assert.ok(run, `previous logs: ${previous}`);
         assert.ok(Number(run[1]) >= 1);
         const last = (await getPod(kubectl, 'crasher')).status.containerStatuses?.[0] as
