@@ -369,7 +369,11 @@ describe('containers of a pod of its own user namespace', { skip, timeout: SUITE
         ]);
         assert.equal(exec.code, 0, exec.stdout + exec.stderr);
         assert.match(exec.stdout, /\/dev\/pts\/\d+/);
-        assert.match(exec.stdout, new RegExp(`^\\s*0\\s+${hostId}\\s+${LENGTH}`, 'm'));
+        // The container's terminal echoes a NUL byte on its input as "^@", which can land at the
+        // start of a line: seen in a fresh-clone run, with the NULs coming through crictl's stdin
+        // under script(1) (where they come from is not known yet). They are not the container's output.
+        const shown = exec.stdout.replaceAll('^@', '');
+        assert.match(shown, new RegExp(`^\\s*0\\s+${hostId}\\s+${LENGTH}`, 'm'));
 
         const once = await startContainer(
           d.cri,
