@@ -8,9 +8,10 @@
 export type WeightConversion = 'linear' | 'log-quadratic';
 
 /** The kernel's weight of a cgroup that sets none, which 0 shares (none asked) stands for. */
-export const DEFAULT_WEIGHT = 100;
+const DEFAULT_WEIGHT = 100;
 const MIN_SHARES = 2;
-const MAX_SHARES = 262_144;
+/** cgroup v1's ceiling for cpu.shares. */
+export const MAX_SHARES = 262_144;
 const MAX_WEIGHT = 10_000;
 
 export function cpuWeightOf(shares: number, conversion: WeightConversion): number {

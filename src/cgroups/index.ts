@@ -6,7 +6,7 @@ import type { CgroupHost } from './probe.js';
 import { SystemdManager, type SystemdOptions } from './systemd.js';
 
 export type { CgroupManager } from './manager.js';
-export { cpuWeightOf, type WeightConversion } from './cpu-weight.js';
+export { cpuWeightOf, MAX_SHARES, type WeightConversion } from './cpu-weight.js';
 
 /** `systemd`: what the systemd the systemd driver runs under can do; nothing extra unless given. */
 export function cgroupManager(

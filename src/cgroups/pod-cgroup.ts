@@ -7,7 +7,6 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { FailedPreconditionError } from '../errors.js';
 import { ensureCgroup } from './hierarchy.js';
-import { DEFAULT_WEIGHT } from './cpu-weight.js';
 import type { CgroupHost } from './probe.js';
 
 /** What a pod's cgroup is set to, as a whole (sandbox/ sums a pod's resources and overhead into it). */
@@ -20,7 +19,7 @@ export interface PodCgroupLimits {
   cpuQuota: number;
   /** 0: the default weight. */
   cpuShares: number;
-  /** cgroup v2's weight for cpuShares, by the formula of the pod's runtime (cpu-weight.ts). */
+  /** cgroup v2's weight for cpuShares (the default for 0), by the pod's runtime's formula (cpu-weight.ts). */
   cpuWeight: number;
   /** '': as the parent's. */
   cpusetCpus: string;
@@ -67,11 +66,7 @@ export function limitFiles(host: Pick<CgroupHost, 'version'>, limits: PodCgroupL
         value: limits.memoryBytes > 0 ? String(limits.memoryBytes) : 'max',
       },
       { controller: '', file: 'cpu.max', value: `${quota} ${limits.cpuPeriod}` },
-      {
-        controller: '',
-        file: 'cpu.weight',
-        value: String(limits.cpuShares > 0 ? limits.cpuWeight : DEFAULT_WEIGHT),
-      },
+      { controller: '', file: 'cpu.weight', value: String(limits.cpuWeight) },
       ...cpusetFiles('', limits),
       ...Object.entries(limits.unified).map(([file, value]) => ({ controller: '', file, value })),
     ];

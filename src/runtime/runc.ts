@@ -45,7 +45,21 @@ export interface RuntimeFeatures {
   /** The org.opencontainers.runc.version annotation; crun names its own version otherwise. */
   runcVersion?: string;
 }
-const RUNC_VERSION = 'org.opencontainers.runc.version';
+
+/** What berth reads of `runc features` output; anything else in it, or missing, is ignored. */
+export function parseFeatures(stdout: string): RuntimeFeatures {
+  const parsed = JSON.parse(stdout) as { mountOptions?: unknown; annotations?: unknown } | null;
+  const options = parsed?.mountOptions;
+  const annotations = parsed?.annotations;
+  const version =
+    typeof annotations === 'object' && annotations !== null
+      ? (annotations as Record<string, unknown>)['org.opencontainers.runc.version']
+      : undefined;
+  return {
+    mountOptions: Array.isArray(options) ? options.filter((o): o is string => typeof o === 'string') : [],
+    ...(typeof version === 'string' ? { runcVersion: version } : {}),
+  };
+}
 
 /** runc's answer said something we could not understand (version skew, not a runtime failure). */
 export class RuncOutputError extends BerthError {
@@ -161,18 +175,7 @@ export class Runc {
    */
   async features(): Promise<RuntimeFeatures> {
     const { stdout } = await this.exec(['features']).catch(() => ({ stdout: '{}' }));
-    const parsed: unknown = JSON.parse(stdout);
-    if (typeof parsed !== 'object' || parsed === null) return { mountOptions: [] };
-    const options = 'mountOptions' in parsed ? parsed.mountOptions : [];
-    const annotations = 'annotations' in parsed ? parsed.annotations : undefined;
-    const version =
-      typeof annotations === 'object' && annotations !== null && RUNC_VERSION in annotations
-        ? (annotations as Record<string, unknown>)[RUNC_VERSION]
-        : undefined;
-    return {
-      mountOptions: Array.isArray(options) ? options.filter((o): o is string => typeof o === 'string') : [],
-      ...(typeof version === 'string' ? { runcVersion: version } : {}),
-    };
+    return parseFeatures(stdout);
   }
 
   /** `runc pause`: freezes every process of a running container. */

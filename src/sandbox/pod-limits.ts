@@ -2,13 +2,10 @@
  * A pod's limits as a whole, from what it asked: its resources (kubelet's sum over its containers)
  * with its overhead (what the runtime class costs) added, as kubelet sizes a pod cgroup it makes.
  */
-import { cpuWeightOf, type WeightConversion } from '../cgroups/index.js';
+import { cpuWeightOf, MAX_SHARES, type WeightConversion } from '../cgroups/index.js';
 import { DEFAULT_CPU_PERIOD, type PodCgroupLimits } from '../cgroups/pod-cgroup.js';
 import type { ContainerResources } from '../model/container.js';
 import type { PodResources } from '../model/sandbox.js';
-
-/** cgroup v1's ceiling for cpu.shares, as the edge checks each part against. */
-const MAX_SHARES = 262_144;
 
 /**
  * A limit of the pod's resources that is unset (0, or -1 for the quota) leaves the pod unlimited

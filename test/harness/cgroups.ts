@@ -9,6 +9,7 @@ import {
   type CgroupManager,
   type WeightConversion,
 } from '../../src/cgroups/index.js';
+import { parseFeatures } from '../../src/runtime/runc.js';
 import { weightConversionOf } from '../../src/runtime/weight-conversion.js';
 import type { CgroupDriver } from '../../src/cgroups/driver.js';
 import { probeCgroupHost } from '../../src/cgroups/probe.js';
@@ -54,11 +55,9 @@ function runcConversion(): WeightConversion {
   return conversion;
 }
 
-/** The version `runc features` of the runc in PATH names (org.opencontainers.runc.version). */
+/** The version `runc features` of the runc in PATH names, read as berthd reads it. */
 export function runcVersionInPath(): string | undefined {
-  const out = execFileSync('runc', ['features'], { encoding: 'utf8', timeout: 60_000 });
-  const annotations = (JSON.parse(out) as { annotations?: Record<string, string> }).annotations;
-  return annotations?.['org.opencontainers.runc.version'];
+  return parseFeatures(execFileSync('runc', ['features'], { encoding: 'utf8', timeout: 60_000 })).runcVersion;
 }
 
 /** The cpu limit `liveLimits` reads back for `shares`, on this host's cgroup version. */
