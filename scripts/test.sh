@@ -36,11 +36,9 @@ fi
 vm_part=''
 vm_log=$(mktemp /tmp/berth-vm-part.XXXXXX)
 vm_go=$(mktemp -u /tmp/berth-vm-go.XXXXXX)
-# Made when the host suite is done: the VM part's second guest starts then (scripts/vm/suites.sh).
-vm_later_go=$(mktemp -u /tmp/berth-vm-later-go.XXXXXX)
 if [[ ${BERTH_VM_SUITES:-} != skip && $(id -u) -eq 0 ]]; then
   # A session of its own, so that a run that stops early (a failed check) can end all of it.
-  BERTH_VM_GO=$vm_go BERTH_VM_LATER_GO=$vm_later_go setsid bash -c '
+  BERTH_VM_GO=$vm_go setsid bash -c '
     bash scripts/vm/setup.sh >/dev/null 2>&1 && bash scripts/vm/build-image.sh >/dev/null 2>&1
     while [[ ! -e $BERTH_VM_GO ]]; do
       kill -0 "$PPID" 2>/dev/null || exit 1
@@ -52,7 +50,7 @@ fi
 stop_vm_part() {
   [[ -z $vm_part ]] || kill -- "-$vm_part" 2>/dev/null || true
 }
-trap 'stop_vm_part; rm -f "$vm_log" "$vm_go" "$vm_later_go"' EXIT
+trap 'stop_vm_part; rm -f "$vm_log" "$vm_go"' EXIT
 
 say "npm run check (tsc, eslint, prettier)"
 npm run check
@@ -89,7 +87,7 @@ events=$(mktemp -d /tmp/berth-test-summary.XXXXXX)
 # Each group's spec output is kept too: its failures are printed again at the very end, where a
 # CI log cut to its tail still shows them after the VM part's output.
 outputs=$(mktemp -d /tmp/berth-test-output.XXXXXX)
-trap 'stop_vm_part; rm -rf "$events" "$outputs" "$vm_log" "$vm_go" "$vm_later_go"' EXIT
+trap 'stop_vm_part; rm -rf "$events" "$outputs" "$vm_log" "$vm_go"' EXIT
 keys=(tests suites pass fail cancelled skipped todo)
 host=0
 run_group() {
@@ -112,7 +110,6 @@ summary_count() {
 host_started=$(date +%s)
 run_group concurrent 2 "${concurrent[@]}"
 run_group sequential 1 "${sequential[@]}"
-: >"$vm_later_go"
 say "host suite: $(($(date +%s) - host_started)) s; both runs summed:"
 for key in "${keys[@]}"; do
   sum=0

@@ -22,14 +22,11 @@ timeout_s=${2:-1800}
 [[ -f $script ]] || die "no such script: $script"
 command -v qemu-system-x86_64 >/dev/null 2>&1 || die "qemu-system-x86_64 is missing (apt-get install qemu-system-x86)"
 
-# One VM at a time per lock: two emulated 2-vCPU guests beside the host suite on a 2-core host
-# starve each other and the host suite until hang bounds expire. A second run waits here for the
-# first to end. The VM part of `npm test` runs its second guest, once the host suite is done, under
-# a lock of its own, BERTH_VM_LOCK (scripts/vm/suites.sh).
-lock=${BERTH_VM_LOCK:-/run/berth-vm.lock}
-exec 9>"$lock"
+# One VM at a time on this machine: two emulated 2-vCPU guests on a 2-core host starve each other
+# until their tests' hang bounds expire. A second run waits here for the first to end.
+exec 9>/run/berth-vm.lock
 if ! flock -n 9; then
-  say "another VM run holds $lock; waiting for it"
+  say "another VM run holds /run/berth-vm.lock; waiting for it"
   flock 9
 fi
 
