@@ -16,6 +16,7 @@ import type { CgroupManager } from '../../src/cgroups/index.js';
 import { parseFlatKeyed, type CgroupStats } from '../../src/cgroups/stats.js';
 import { directoryUsage } from '../../src/stats/disk.js';
 import { runBusyboxContainer, waitForRuncStatus } from '../harness/bundles.js';
+import { BOUND_SCALE } from '../harness/bounds.js';
 import { hostProves } from '../harness/skip.js';
 import {
   CGROUP_V2,
@@ -32,7 +33,8 @@ const base = `/run/berth-test-exec-${suffix}`;
 const CGROUP_PARENT = 'berth-test-exec';
 const id = `stats-${suffix}`;
 const cgroupsPath = `/${CGROUP_PARENT}/${id}`;
-const T = 10_000;
+// A bound for a hang, scaled like every other (runc create took over 10 s in a loaded emulated guest).
+const T = 10_000 * BOUND_SCALE;
 const runc = new Runc({ binary: 'runc', root: join(base, 'runc'), systemdCgroup: false, timeoutMs: T });
 const APPLETS = ['sh', 'sleep', 'yes', 'true', 'head', 'cat', 'sort'];
 const MiB = 1024 * 1024;

@@ -9,10 +9,11 @@ import { join } from 'node:path';
 import { run } from '../../src/exec.js';
 import type { ContainerState, Runc } from '../../src/runtime/runc.js';
 import type { LinuxResources, Spec } from '../../src/oci/spec.js';
+import { BOUND_SCALE } from './bounds.js';
 import { waitFor } from './wait.js';
 
 const BUSYBOX = '/bin/busybox';
-const RUNC_TIMEOUT_MS = 10_000;
+const RUNC_TIMEOUT_MS = 10_000 * BOUND_SCALE;
 
 /** Mount points the default spec mounts over, and a writable /tmp. */
 export const ROOTFS_DIRS = ['proc', 'dev', 'sys', 'tmp'] as const;
