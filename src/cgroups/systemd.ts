@@ -5,7 +5,7 @@
 import { InvalidArgumentError } from '../errors.js';
 import { CgroupManager, checkedRelative } from './manager.js';
 import { writeLimitFiles, type PodCgroupLimits } from './pod-cgroup.js';
-import type { CgroupHost } from './probe.js';
+import type { CgroupHost, CgroupVersion } from './probe.js';
 
 /**
  * Where containers of pods without a cgroup parent went before berth made a slice per pod (those
@@ -93,12 +93,12 @@ export class SystemdManager extends CgroupManager {
   }
 
   async createPodCgroup(parent: string, limits: PodCgroupLimits, timeoutMs: number): Promise<void> {
-    await this.sliceControl().start(parent, sliceProperties(limits), timeoutMs);
+    await this.sliceControl().start(parent, sliceProperties(limits, this.host.version), timeoutMs);
     await this.writeUnified(parent, limits);
   }
 
   async updatePodCgroup(parent: string, limits: PodCgroupLimits, timeoutMs: number): Promise<void> {
-    await this.sliceControl().setProperties(parent, sliceProperties(limits), timeoutMs);
+    await this.sliceControl().setProperties(parent, sliceProperties(limits, this.host.version), timeoutMs);
     await this.writeUnified(parent, limits);
   }
 
@@ -148,9 +148,12 @@ const UNIFIED_PROPERTIES: Readonly<Record<string, string>> = {
 
 /**
  * `limits` as properties of a slice, each always given so that an update also lifts what is no
- * longer asked ("X=" resets X). systemd sets cpu.max from a percentage of one CPU.
+ * longer asked ("X=" resets X). systemd sets cpu.max from a percentage of one CPU. On v1 and
+ * hybrid hosts, where cpu is a v1 controller, the shares go as CPUShares=: systemd would turn a
+ * CPUWeight= into shares of its own (weight * 1024 / 100), not the ones asked, which the weight
+ * was made from.
  */
-export function sliceProperties(limits: PodCgroupLimits): string[] {
+export function sliceProperties(limits: PodCgroupLimits, version: CgroupVersion): string[] {
   const percent = Math.round((limits.cpuQuota * 10_000) / limits.cpuPeriod) / 100;
   const unified = Object.entries(UNIFIED_PROPERTIES).map(([file, property]) => {
     const value = limits.unified[file]?.trim() ?? '';
@@ -160,7 +163,9 @@ export function sliceProperties(limits: PodCgroupLimits): string[] {
     `MemoryMax=${limits.memoryBytes > 0 ? limits.memoryBytes : 'infinity'}`,
     `CPUQuota=${limits.cpuQuota > 0 ? `${percent}%` : ''}`,
     `CPUQuotaPeriodSec=${limits.cpuPeriod}us`,
-    `CPUWeight=${limits.cpuShares > 0 ? limits.cpuWeight : ''}`,
+    version !== 'v2'
+      ? `CPUShares=${limits.cpuShares > 0 ? limits.cpuShares : ''}`
+      : `CPUWeight=${limits.cpuShares > 0 ? limits.cpuWeight : ''}`,
     `AllowedCPUs=${limits.cpusetCpus}`,
     `AllowedMemoryNodes=${limits.cpusetMems}`,
     ...unified,

@@ -24,6 +24,7 @@ import {
   waitContainerState,
   type Pod,
 } from '../harness/pods.js';
+import { unparentedPodCgroup } from '../harness/cgroup-drivers.js';
 import { registrySkip } from '../harness/skip.js';
 import { waitFor } from '../harness/wait.js';
 
@@ -32,6 +33,7 @@ const skip = registrySkip || (!existsSync(SYSTEMD) ? `no ${SYSTEMD}` : false);
 /** runc's systemd cgroup driver asks systemd for scopes over the system bus. */
 const DBUS_DAEMON = '/usr/bin/dbus-daemon';
 const SUITE_TIMEOUT_MS = 300_000;
+const MiB = 1024 * 1024;
 /** Writes a numbered line every 100 ms. */
 const LOGGER = ['sh', '-c', 'i=0; while true; do echo "line $i"; i=$((i+1)); sleep 0.1; done'];
 const LOG_DIR = '/var/log/pods/kind_logger';
@@ -156,6 +158,40 @@ for (const { config, cgroupDriver, title } of SETUPS) {
         await n.exec(['kill', '-KILL', String(pid)]);
         const exited = await waitContainerState(n.cri, logger, 'CONTAINER_EXITED');
         assert.equal(exited.exit_code, 137);
+      });
+
+      // Pod-level resources on the node's own driver and cgroup version: on v1 with systemd, the
+      // slice's shares are those asked (given as CPUShares=, not as a weight systemd converts back).
+      test("a pod's own cgroup gets the shares and memory limit it asks for", async () => {
+        const n = theNode();
+        const version = (await n.exec(['stat', '-fc', '%T', '/sys/fs/cgroup'])).stdout.trim();
+        const sized = await runPod(
+          n.cri,
+          podConfig('sized', {
+            linux: {
+              ...KUBELET_POD_LINUX,
+              resources: {
+                memory_limit_in_bytes: String(64 * MiB),
+                cpu_period: '100000',
+                cpu_quota: '50000',
+                cpu_shares: '612',
+              },
+            },
+          }),
+        );
+        try {
+          const path = unparentedPodCgroup(cgroupDriver, sized.id);
+          const read = async (file: string) => (await n.exec(['cat', file])).stdout.trim();
+          if (version === 'cgroup2fs') {
+            assert.equal(await read(`/sys/fs/cgroup${path}/memory.max`), String(64 * MiB));
+          } else {
+            assert.equal(await read(`/sys/fs/cgroup/cpu${path}/cpu.shares`), '612');
+            assert.equal(await read(`/sys/fs/cgroup/cpu${path}/cpu.cfs_quota_us`), '50000');
+            assert.equal(await read(`/sys/fs/cgroup/memory${path}/memory.limit_in_bytes`), String(64 * MiB));
+          }
+        } finally {
+          await stopAndRemovePod(n.cri, sized.id);
+        }
       });
 
       test('removing the pod leaves nothing in the node', async () => {

@@ -158,7 +158,12 @@ describe('the files and properties of a pod cgroup', () => {
       limitFiles(host('v2'), limitsOf(pod, 'log-quadratic')).find((f) => f.file === 'cpu.weight')?.value,
       '100',
     );
-    assert.ok(sliceProperties(limitsOf(pod, 'linear')).includes('CPUWeight=39'));
+    assert.ok(sliceProperties(limitsOf(pod, 'linear'), 'v2').includes('CPUWeight=39'));
+    // On v1 systemd is given the shares themselves: from a weight it would make 399 of 1024.
+    const v1 = sliceProperties(limitsOf(pod, 'linear'), 'v1');
+    assert.ok(v1.includes('CPUShares=1024'), v1.join(' '));
+    assert.ok(!v1.some((p) => p.startsWith('CPUWeight=')), v1.join(' '));
+    assert.ok(sliceProperties(limitsOf(pod, 'linear'), 'hybrid').includes('CPUShares=1024'));
   });
 
   test("the formula follows the version the runtime's features name", () => {
@@ -175,20 +180,24 @@ describe('the files and properties of a pod cgroup', () => {
   });
 
   test('systemd: every property given, so that an update lifts what is no longer asked; v2 files systemd owns as properties', () => {
-    assert.deepEqual(sliceProperties({ ...set, unified: { 'pids.max': '321', 'memory.swap.max': 'max' } }), [
-      `MemoryMax=${64 * MiB}`,
-      'CPUQuota=25%',
-      'CPUQuotaPeriodSec=100000us',
-      'CPUWeight=1',
-      'AllowedCPUs=',
-      'AllowedMemoryNodes=0',
-      'TasksMax=321',
-      'MemoryHigh=',
-      'MemoryLow=',
-      'MemoryMin=',
-      'MemorySwapMax=infinity',
-    ]);
-    assert.deepEqual(sliceProperties(podLimits(null)).slice(0, 2), ['MemoryMax=infinity', 'CPUQuota=']);
+    assert.deepEqual(
+      sliceProperties({ ...set, unified: { 'pids.max': '321', 'memory.swap.max': 'max' } }, 'v2'),
+      [
+        `MemoryMax=${64 * MiB}`,
+        'CPUQuota=25%',
+        'CPUQuotaPeriodSec=100000us',
+        'CPUWeight=1',
+        'AllowedCPUs=',
+        'AllowedMemoryNodes=0',
+        'TasksMax=321',
+        'MemoryHigh=',
+        'MemoryLow=',
+        'MemoryMin=',
+        'MemorySwapMax=infinity',
+      ],
+    );
+    assert.deepEqual(sliceProperties(podLimits(null), 'v2').slice(0, 2), ['MemoryMax=infinity', 'CPUQuota=']);
+    assert.ok(sliceProperties(podLimits(null), 'v1').includes('CPUShares='));
   });
 
   test("a pod's own cgroup: a directory in /berth, or a slice in berth.slice, its containers inside", () => {
