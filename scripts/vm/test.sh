@@ -2,7 +2,7 @@
 # `npm run test:vm -- <test files>`: runs built test files (dist/test/...js, or their test/...ts
 # sources) as root in the Debian 13 node VM (scripts/vm/run.sh), each under a bound of its own
 # (scripts/vm/guest/files.sh), with the node test runner's spec output streamed back. Builds the
-# project on the host first (unless BERTH_VM_BUILT=1); the VM has a read-only copy of the checkout.
+# project on the host first; the VM shares the checkout read-only.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -21,9 +21,7 @@ for arg in "$@"; do
   files+=("$arg")
 done
 bash scripts/vm/setup.sh || die "debootstrap and qemu are needed (see above)"
-# scripts/vm/suites.sh says the checkout is built (BERTH_VM_BUILT=1): a build now would rewrite
-# dist/ under the other guest's runner.
-[[ ${BERTH_VM_BUILT:-} == 1 ]] || npm run --silent build
+npm run --silent build
 for file in "${files[@]}"; do
   [[ -f $file ]] || die "no such built test file: $file"
 done
