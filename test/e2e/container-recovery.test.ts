@@ -270,9 +270,16 @@ describe('containers across berthd crashes and reboots', { skip, timeout: SUITE_
       const dead = await createStarted(d, pod, 'dead');
       const alivePid = (await containerInfo(d.cri, alive)).pid;
       const deadPid = (await containerInfo(d.cri, dead)).pid;
-      const monitors = [await killMonitor(d, alive, alivePid), await killMonitor(d, dead, deadPid)];
-      assert.ok(await isRunning(alivePid), 'the container died with its conmon');
+      const monitors = [await monitorOf(d, alive, alivePid), await monitorOf(d, dead, deadPid)];
+      // berthd goes first: its monitor check (every 5 s) would find the conmons gone and end the
+      // containers itself (another test's case), as it once did here between the kills.
       await d.kill9();
+      for (const monitor of monitors) process.kill(monitor, 'SIGKILL');
+      await waitFor(
+        async () => !(await Promise.all(monitors.map((m) => isRunning(m)))).some(Boolean),
+        10_000,
+      );
+      assert.ok(await isRunning(alivePid), 'the container died with its conmon');
       // Its process goes too while berthd is down: no exit code is left anywhere.
       process.kill(deadPid, 'SIGKILL');
       await waitFor(async () => !(await isRunning(deadPid)), 10_000);
