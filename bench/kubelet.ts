@@ -8,7 +8,7 @@
  * etcd it says why and exits 0.
  * Usage: node dist/bench/kubelet.js   Env: BENCH_PODS (30), KUBERNETES_BIN.
  */
-import { clusterSkip, startCluster } from '../test/harness/cluster-interim.js';
+import { clusterSkip, startCluster } from '../test/harness/cluster.js';
 import { applyObjects, type PodObject } from '../test/harness/cluster-pods.js';
 import { busyboxLayer, pushImage } from '../test/harness/images.js';
 import { startRegistry } from '../test/harness/registry.js';

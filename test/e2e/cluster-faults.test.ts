@@ -4,17 +4,29 @@
  * was (no restart, no second container, the same sandbox); a container's process killed from the
  * host is restarted by the kubelet; a pod's infra process killed makes the kubelet replace the
  * sandbox; a simulated reboot (node down, every pod process and mount gone) brings the pods back.
- * The steps share one cluster and run in order, each starting from Ready pods.
+ * The steps share one cluster and run in order, each starting from Ready pods. Last, a test process
+ * killed with its cluster up: the next start's sweep leaves nothing of that cluster on the host.
  */
 import assert from 'node:assert/strict';
-import { readdir, rm } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { run } from '../../src/exec.js';
 import { readMountInfo } from '../../src/mounts/mountinfo.js';
-import { isRunning } from '../../src/process/index.js';
+import { isRunning, processesMentioning } from '../../src/process/index.js';
 import { BOUND_SCALE } from '../harness/bounds.js';
-import { clusterSkip, startCluster, type Cluster } from '../harness/cluster-interim.js';
+import { cgroupNames } from '../harness/cgroups.js';
+import {
+  clusterSkip,
+  OWNER_FILE,
+  startCluster,
+  sweepKilledClusters,
+  type Cluster,
+  type Owner,
+} from '../harness/cluster.js';
 import {
   applyObjects,
   containerPid,
@@ -62,12 +74,7 @@ describe(
 
     before(async () => {
       registry = await startRegistry();
-      const image = (
-        await pushImage(registry, 'cluster/busybox', '1', {
-          layers: [await busyboxLayer()],
-          config: { Cmd: ['/bin/sleep', '100000'], WorkingDir: '/' },
-        })
-      ).reference;
+      const image = await pushBusybox(registry);
       cluster = await startCluster();
       kubectl = cluster.kubectl;
       await applyObjects(kubectl, [
@@ -228,6 +235,86 @@ describe(
     });
   },
 );
+
+describe(
+  'cluster: a test process killed with its cluster up',
+  { skip: clusterSkip, timeout: FILE_TIMEOUT_MS },
+  () => {
+    test("the next start's sweep leaves nothing of it on the host", async () => {
+      const registry = await startRegistry();
+      const child = spawn(
+        process.execPath,
+        [fileURLToPath(new URL('../harness/cluster-child.js', import.meta.url)), await pushBusybox(registry)],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      try {
+        const localnet = await readFile('/proc/sys/net/ipv4/conf/all/route_localnet', 'utf8');
+        const dir = await new Promise<string>((resolve, reject) => {
+          let out = '';
+          const bound = setTimeout(
+            () => reject(new Error('the cluster of the child not up in time')),
+            READY_BOUND_MS * 2,
+          );
+          child.stdout.on('data', (chunk: Buffer) => {
+            out += chunk.toString();
+            const up = /^up (\S+)$/m.exec(out);
+            if (up?.[1]) {
+              clearTimeout(bound);
+              resolve(up[1]);
+            }
+          });
+          child.once('exit', (code) => {
+            clearTimeout(bound);
+            reject(new Error(`the child exited (${code}) before its cluster was up`));
+          });
+        });
+        const owner = JSON.parse(await readFile(join(dir, OWNER_FILE), 'utf8')) as Owner;
+        const berthBase = join('/run', `berth-test-${owner.berthTag}`);
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGKILL');
+        await exited;
+        // conmon outlives its parents by design: the pod is left running.
+        assert.notDeepEqual(
+          await processesMentioning(berthBase),
+          [],
+          'nothing of the killed cluster was left to sweep',
+        );
+
+        await sweepKilledClusters();
+        assert.deepEqual(await processesMentioning(dir), [], 'processes of the cluster');
+        assert.deepEqual(await processesMentioning(berthBase), [], "processes of the cluster's berthd");
+        assert.ok(!existsSync(dir), `${dir} is left`);
+        assert.ok(!existsSync(berthBase), `${berthBase} is left`);
+        const mounts = (await readMountInfo())
+          .map((m) => m.mountPoint)
+          .filter((p) => p.startsWith(`${dir}/`) || p.startsWith(`${berthBase}/`));
+        assert.deepEqual(mounts, [], 'mounts of the cluster');
+        for (const save of ['iptables-save', 'ip6tables-save']) {
+          const { stdout } = await run(save, [], { timeoutMs: 30_000 });
+          assert.doesNotMatch(stdout, /KUBE-/, `${save} still has Kubernetes chains`);
+        }
+        const { stdout: routes } = await run('ip', ['route', 'show', 'table', 'all'], { timeoutMs: 10_000 });
+        assert.ok(!routes.includes(owner.serviceCidr), `the Service CIDR's route is left: ${routes}`);
+        assert.equal(await readFile('/proc/sys/net/ipv4/conf/all/route_localnet', 'utf8'), localnet);
+        assert.ok(!(await cgroupNames()).includes('kubepods'), 'the kubepods cgroups are left');
+      } finally {
+        child.kill('SIGKILL');
+        await sweepKilledClusters();
+        await registry.stop();
+      }
+    });
+  },
+);
+
+/** The busybox image of the file's pods, pushed to `registry`: its reference. */
+async function pushBusybox(registry: TestRegistry): Promise<string> {
+  return (
+    await pushImage(registry, 'cluster/busybox', '1', {
+      layers: [await busyboxLayer()],
+      config: { Cmd: ['/bin/sleep', '100000'], WorkingDir: '/' },
+    })
+  ).reference;
+}
 
 /**
  * What a reboot does to the node, the node's services being down already: every conmon and

@@ -12,7 +12,7 @@ import { after, before, describe, test } from 'node:test';
 import { run } from '../../src/exec.js';
 import { BOUND_SCALE } from '../harness/bounds.js';
 import { CGROUP_V2 } from '../harness/cgroups.js';
-import { clusterSkip, startCluster, type Cluster } from '../harness/cluster-interim.js';
+import { clusterSkip, startCluster, type Cluster } from '../harness/cluster.js';
 import {
   applyObjects,
   cgroupOfProcess,

@@ -8,7 +8,7 @@
  * The pods are applied at once; each test then looks at its own.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { get as httpsGet } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +16,7 @@ import { after, before, describe, test } from 'node:test';
 import { processesMentioning } from '../../src/process/index.js';
 import { BOUND_SCALE } from '../harness/bounds.js';
 import { CGROUP_V2 } from '../harness/cgroups.js';
-import { clusterSkip, startCluster, type Cluster } from '../harness/cluster-interim.js';
+import { clusterSkip, startCluster, type Cluster } from '../harness/cluster.js';
 import {
   applyObjects,
   cgroupOfProcess,
@@ -42,13 +42,13 @@ const READY_BOUND_MS = 180_000;
 const RESTART_BOUND_MS = 120_000;
 const MiB = 1024 * 1024;
 
-const PODS = ['shell', 'server', 'catter', 'probed', 'ordered', 'limited'] as const;
+const PODS = ['shell', 'server', 'catter', 'probed', 'ordered', 'limited', 'resizable'] as const;
 
 function pod(name: string, image: string, spec: Record<string, unknown>): object {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { name, labels: { suite: 'workloads' } },
+    metadata: { name, labels: { suite: 'workloads', pod: name } },
     spec: { terminationGracePeriodSeconds: 1, ...spec },
   };
 }
@@ -122,6 +122,26 @@ function manifests(image: string): object[] {
         }),
       ],
     }),
+    pod('resizable', image, {
+      containers: [
+        main(image, {
+          resources: {
+            requests: { cpu: '100m', memory: '32Mi' },
+            limits: { cpu: '200m', memory: '64Mi' },
+          },
+        }),
+      ],
+    }),
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'server' },
+      spec: {
+        type: 'NodePort',
+        selector: { pod: 'server' },
+        ports: [{ protocol: 'TCP', port: 80, targetPort: 8080 }],
+      },
+    },
     pod('crasher', image, {
       volumes: [{ name: 'd', emptyDir: {} }],
       containers: [
@@ -201,7 +221,7 @@ for (const evented of [false, true]) {
         registry = await startRegistry();
         image = (
           await pushImage(registry, 'cluster/busybox', '1', {
-            layers: [await busyboxLayer('gzip', { applets: ['tar', 'sort', 'tty'] })],
+            layers: [await busyboxLayer('gzip', { applets: ['tar', 'sort', 'tty', 'date'] })],
             config: { Cmd: ['/bin/sleep', '100000'], WorkingDir: '/' },
           })
         ).reference;
@@ -492,6 +512,133 @@ for (const evented of [false, true]) {
           // 250m of a request: 256 shares, as the kubelet computes them.
           assert.equal(await read('cpu', cpu, 'cpu.shares'), '256');
         }
+      });
+
+      test(
+        'a Service reaches its pod through kube-proxy: by ClusterIP from a pod, by NodePort on loopback',
+        { skip: noPleg },
+        async () => {
+          const svc = JSON.parse(await kubectl(['get', 'service', 'server', '-o', 'json'])) as {
+            spec: { clusterIP: string; ports: { nodePort?: number }[] };
+          };
+          const nodePort = svc.spec.ports[0]?.nodePort;
+          assert.ok(nodePort, JSON.stringify(svc.spec));
+          // kube-proxy writes the rules on its next sync once the endpoints are there.
+          let said = '';
+          await waitFor(
+            async () => {
+              said = await exec('shell', ['nc', '-w', '5', svc.spec.clusterIP, '80']).catch(() => '');
+              return said.includes('served-by-pod');
+            },
+            60_000,
+            { what: `a reply through ClusterIP ${svc.spec.clusterIP}` },
+          );
+          await waitFor(
+            async () => {
+              said = await readFrom(nodePort);
+              return said.includes('served-by-pod');
+            },
+            60_000,
+            { what: `a reply through NodePort ${nodePort} on 127.0.0.1` },
+          );
+        },
+      );
+
+      test('graceful deletion: SIGTERM first, SIGKILL only once the grace period is over', async () => {
+        const out = join(work, 'graceful');
+        await mkdir(out, { recursive: true });
+        const withOut = (name: string, grace: number, script: string): object => ({
+          ...(pod(name, image, {}) as { metadata: object }),
+          spec: {
+            terminationGracePeriodSeconds: grace,
+            volumes: [{ name: 'out', hostPath: { path: out, type: 'Directory' } }],
+            containers: [
+              main(image, { command: sh(script), volumeMounts: [{ name: 'out', mountPath: '/out' }] }),
+            ],
+          },
+        });
+        await applyObjects(kubectl, [
+          // Ends on SIGTERM: gone long before its ten minutes of grace.
+          withOut('polite', 600, "trap 'echo term > /out/polite; exit 0' TERM; while true; do sleep 1; done"),
+          // Ignores SIGTERM and ticks on: it must run on after it, and be killed when its 6 s are up.
+          withOut(
+            'stubborn',
+            6,
+            "trap 'date +%s > /out/stubborn-term' TERM; while true; do date +%s > /out/stubborn-tick; sleep 1; done",
+          ),
+        ]);
+        await Promise.all(['polite', 'stubborn'].map((n) => waitPodReady(kubectl, n, READY_BOUND_MS)));
+        await kubectl(['delete', 'pod', 'polite', 'stubborn', '--wait=false']);
+        await waitFor(
+          async () =>
+            (await kubectl(['get', 'pods', 'polite', 'stubborn', '--ignore-not-found', '-o', 'name'])) === '',
+          RESTART_BOUND_MS,
+          { what: 'the polite and stubborn pods gone' },
+        );
+        assert.equal((await readFile(join(out, 'polite'), 'utf8')).trim(), 'term');
+        const term = Number(await readFile(join(out, 'stubborn-term'), 'utf8'));
+        const tick = Number(await readFile(join(out, 'stubborn-tick'), 'utf8'));
+        assert.ok(
+          tick >= term + 2,
+          `the stubborn pod's last tick (${tick}) came too soon after its SIGTERM (${term})`,
+        );
+      });
+
+      test('in-place resize: the running container sees its new limits, and is not restarted', async () => {
+        const before = containerStatusOf(await getPod(kubectl, 'resizable'), 'main');
+        await kubectl([
+          'patch',
+          'pod',
+          'resizable',
+          '--subresource',
+          'resize',
+          '--patch',
+          JSON.stringify({
+            spec: {
+              containers: [
+                {
+                  name: 'main',
+                  resources: {
+                    requests: { cpu: '150m', memory: '48Mi' },
+                    limits: { cpu: '300m', memory: '96Mi' },
+                  },
+                },
+              ],
+            },
+          }),
+        ]);
+        // As the container sees them: its own cgroup is mounted at /sys/fs/cgroup.
+        const [files, want] = CGROUP_V2
+          ? [
+              ['/sys/fs/cgroup/cpu.max', '/sys/fs/cgroup/memory.max'],
+              ['30000 100000', String(96 * MiB)],
+            ]
+          : [
+              ['/sys/fs/cgroup/cpu/cpu.cfs_quota_us', '/sys/fs/cgroup/memory/memory.limit_in_bytes'],
+              ['30000', String(96 * MiB)],
+            ];
+        let seen: string[] = [];
+        await waitFor(
+          async () => {
+            seen = (await exec('resizable', ['cat', ...files])).trim().split('\n');
+            return seen.join() === want.join();
+          },
+          RESTART_BOUND_MS,
+          { what: 'the new limits in the container' },
+        ).catch(() => undefined);
+        assert.deepEqual(seen, want);
+        let after = before;
+        await waitFor(
+          async () => {
+            after = containerStatusOf(await getPod(kubectl, 'resizable'), 'main');
+            return after.resources?.limits?.cpu === '300m';
+          },
+          RESTART_BOUND_MS,
+          { what: "the kubelet's status of the resized container" },
+        ).catch(() => undefined);
+        assert.deepEqual(after.resources?.limits, { cpu: '300m', memory: '96Mi' });
+        assert.equal(after.restartCount, 0);
+        assert.equal(after.containerID, before.containerID);
       });
 
       test(

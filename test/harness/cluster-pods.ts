@@ -27,6 +27,8 @@ export interface ContainerStatusObject {
   ready: boolean;
   state?: { running?: object; waiting?: { reason?: string }; terminated?: { reason?: string } };
   user?: { linux?: { uid: number; gid: number; supplementalGroups?: number[] } };
+  /** What the kubelet last saw applied to the running container (in-place resize). */
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
 }
 
 /** Applies `objects` in one call (a v1 List), as a user's `kubectl apply -f` of a manifest does. */

@@ -27,6 +27,11 @@ export const FIXTURES = fileURLToPath(new URL('../../../test/fixtures/', import.
 export interface TestDaemonOptions {
   /** Extra plugins chained after bridge (e.g. the failing fixture); `none` leaves the conf dir empty. */
   cni?: 'bridge' | 'bridge+portmap' | 'bridge+fail' | 'none';
+  /**
+   * Routes a pod gets through the bridge's gateway (CIDRs), besides its /24: none by default, so
+   * that no pod of a test has a way off the machine; a cluster adds its Service CIDR.
+   */
+  podRoutes?: string[];
   env?: Record<string, string>;
   /** More berthd flags, e.g. ['--registry-config', path]. */
   extraArgs?: string[];
@@ -155,7 +160,8 @@ export class TestDaemon {
   /** The conf dir's only network: the test bridge and host-local store, then `chained` plugins. */
   async writeBridgeConfig(chained: object[]): Promise<void> {
     for (const f of await readdir(this.cniConfDir)) await rm(join(this.cniConfDir, f));
-    const plugins = [bridgePlugin(this.network), ...chained];
+    const routes = (this.opts.podRoutes ?? []).map((dst) => ({ dst }));
+    const plugins = [bridgePlugin(this.network, routes.length > 0 ? { routes } : {}), ...chained];
     const conf = { cniVersion: '1.0.0', name: this.networkName, plugins };
     await writeFile(join(this.cniConfDir, '10-test.conflist'), JSON.stringify(conf));
   }
@@ -263,6 +269,14 @@ export class TestDaemon {
     }
     await this.kill9();
     await this.sweep();
+  }
+
+  /**
+   * The sweep of a daemon whose test process was killed, known only by its tag (a cluster records
+   * it): its processes, runc state, mounts, bridge and dirs, as sweep() does for a live one.
+   */
+  static async sweepLeftover(tag: string): Promise<void> {
+    await new TestDaemon(tag, {}, '').sweep();
   }
 
   /** Best-effort removal of whatever a failed test left behind on the host. */

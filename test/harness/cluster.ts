@@ -1,21 +1,25 @@
 /**
- * INTERIM, to be replaced by helper "cluster"'s test/harness/cluster.ts when it is merged: a
- * bare-bones one-node cluster on loopback (etcd, kube-apiserver with a static token and
- * AlwaysAllow, kube-controller-manager, kube-scheduler, a kubelet on a TestDaemon's socket; no
- * kube-proxy) so the cluster-security and cluster-faults scenarios can run. The API server makes
- * its own self-signed serving certificate; the kubelet is named 127.0.0.1 and reached by that name,
- * since it refuses a loopback node IP. Everything it starts is stopped and its dir, mounts and the
- * kubepods cgroups removed by stop().
+ * A one-node Kubernetes cluster on loopback whose node runs on berth: etcd, kube-apiserver (a
+ * static token and AlwaysAllow), kube-controller-manager, kube-scheduler, a kubelet on a
+ * TestDaemon's socket and kube-proxy in iptables mode. The API server makes its own self-signed
+ * serving certificate; the kubelet is named 127.0.0.1 and reached by that name, since it refuses a
+ * loopback node IP. Services get addresses of a /24 no interface on the machine routes, blackholed
+ * while the cluster lives, so that a packet kube-proxy failed to translate goes nowhere; NodePorts
+ * are opened on loopback only. stop() ends everything it started and removes its dir, mounts,
+ * kubepods cgroups, iptables chains, route and the host settings the kubelet and kube-proxy
+ * changed; a cluster whose test process was killed is swept the same way by the next start.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync } from 'node:fs';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { run } from '../../src/exec.js';
+import { killQuietly, processesMentioning } from '../../src/process/index.js';
 import type { CriClient } from './client.js';
 import { TestDaemon } from './daemon.js';
 import type { Kubectl } from './cluster-pods.js';
+import { unusedPrefix } from './network.js';
 import { freePort } from './registry.js';
 import { waitFor } from './wait.js';
 import { unmountAllBelow } from './mounts.js';
@@ -33,6 +37,8 @@ export const clusterSkip: string | false =
       : false);
 
 export interface Cluster {
+  /** Its dir under /run: logs, certificates, configs, the kubelet's root and what a sweep reads. */
+  dir: string;
   kubectl: Kubectl;
   /** kubectl's file and arguments against this cluster, for a kubectl the caller runs itself. */
   kubectlCommand(args: readonly string[]): { file: string; args: string[] };
@@ -49,31 +55,129 @@ export interface Cluster {
 }
 
 /**
- * Settings the kubelet writes at start (its protectKernelDefaults would instead refuse to start on
- * a host where they differ, as on most): not namespaced, so they are the host's. Read before the
- * cluster starts and written back at its teardown, so that a test run leaves the host's panic and
- * overcommit policy as it found them.
+ * Host settings the kubelet writes at start (its protectKernelDefaults would instead refuse to
+ * start on a host where they differ, as on most) and kube-proxy's route_localnet (for NodePorts on
+ * loopback): not namespaced, so they are the host's. Read before the cluster starts, kept in its
+ * dir (a killed run's sweep finds them there) and written back at teardown, so that a test run
+ * leaves the host's panic, overcommit and routing policy as it found them.
  */
-const KUBELET_SYSCTLS = [
+const HOST_SYSCTLS = [
   'vm/overcommit_memory',
   'vm/panic_on_oom',
   'kernel/panic',
   'kernel/panic_on_oops',
   'kernel/keys/root_maxkeys',
   'kernel/keys/root_maxbytes',
+  'net/ipv4/conf/all/route_localnet',
 ];
 
-async function readKernelSettings(): Promise<Map<string, string>> {
-  const saved = new Map<string, string>();
-  for (const key of KUBELET_SYSCTLS) {
+async function readHostSettings(): Promise<Record<string, string>> {
+  const saved: Record<string, string> = {};
+  for (const key of HOST_SYSCTLS) {
     const value = await readFile(join('/proc/sys', key), 'utf8').catch(() => null);
-    if (value !== null) saved.set(key, value.trim());
+    if (value !== null) saved[key] = value.trim();
   }
   return saved;
 }
 
-async function writeKernelSettings(saved: Map<string, string>): Promise<void> {
-  for (const [key, value] of saved) await writeFile(join('/proc/sys', key), value).catch(() => {});
+async function writeHostSettings(saved: Record<string, string>): Promise<void> {
+  for (const [key, value] of Object.entries(saved)) {
+    if (HOST_SYSCTLS.includes(key)) await writeFile(join('/proc/sys', key), value).catch(() => {});
+  }
+}
+
+const CLUSTER_DIR_PREFIX = 'berth-test-cluster-';
+/** What a cluster's dir records for the sweep of a run that was killed before its stop(). */
+export const OWNER_FILE = 'owner.json';
+export interface Owner {
+  pid: number;
+  berthTag: string;
+  serviceCidr: string;
+  hostSettings: Record<string, string>;
+}
+
+/**
+ * The iptables chains the node's Kubernetes parts made: kube-proxy's own cleanup removes its
+ * rules (of every mode it has), and the KUBE- chains left (the kubelet's KUBE-FIREWALL, canaries
+ * and hints, in IPv4 and IPv6) go with the built-in chains' jumps to them.
+ */
+async function cleanUpProxyRules(): Promise<void> {
+  await run(join(BIN, 'kube-proxy'), ['--cleanup'], { timeoutMs: 60_000 }).catch(() => undefined);
+  const ipt = (file: string, args: string[]): Promise<string> =>
+    run(file, ['-w', '5', ...args], { timeoutMs: 30_000 }).then(
+      (r) => r.stdout,
+      () => '',
+    );
+  for (const [save, file] of [
+    ['iptables-save', 'iptables'],
+    ['ip6tables-save', 'ip6tables'],
+  ] as const) {
+    for (const table of ['filter', 'nat', 'mangle']) {
+      const rules = await run(save, ['-t', table], { timeoutMs: 30_000 }).then(
+        (r) => r.stdout.split('\n'),
+        () => [] as string[],
+      );
+      const chains = rules.flatMap((l) => /^:(KUBE-\S+) /.exec(l)?.[1] ?? []);
+      if (chains.length === 0) continue;
+      const builtIn = rules.flatMap((l) => /^:([A-Z]+) [A-Z]+ /.exec(l)?.[1] ?? []);
+      for (const chain of builtIn) {
+        // Numbered, deleted from the last so that the numbers before stay right.
+        const listed = (await ipt(file, ['-t', table, '-L', chain, '-n', '--line-numbers'])).split('\n');
+        const jumps = listed.flatMap((l) => /^(\d+)\s+KUBE-/.exec(l)?.[1] ?? []);
+        for (const n of jumps.reverse()) await ipt(file, ['-t', table, '-D', chain, n]);
+      }
+      for (const chain of chains) await ipt(file, ['-t', table, '-F', chain]);
+      for (const chain of chains) await ipt(file, ['-t', table, '-X', chain]);
+    }
+  }
+}
+
+async function removeServiceRoute(cidr: string): Promise<void> {
+  await run('ip', ['route', 'del', 'blackhole', cidr], { timeoutMs: 10_000 }).catch(() => undefined);
+}
+
+/** The pods' volume mounts below the kubelet's root dir, then the root dir itself, a mount of its own. */
+async function unmountKubeletDir(kubeletDir: string): Promise<void> {
+  await unmountAllBelow(kubeletDir);
+  await run('umount', ['-R', kubeletDir], { timeoutMs: 10_000 }).catch(() => undefined);
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Clusters whose test process is gone (killed before its stop()): their processes, berthd and its
+ * pods, mounts, proxy rules, route, kubepods cgroups and dirs, and the host settings they changed.
+ * A dir whose owner lives is another file's running cluster and is left alone.
+ */
+export async function sweepKilledClusters(): Promise<void> {
+  const names = (await readdir('/run').catch(() => [] as string[])).filter((n) =>
+    n.startsWith(CLUSTER_DIR_PREFIX),
+  );
+  for (const name of names) {
+    const dir = join('/run', name);
+    const owner = await readFile(join(dir, OWNER_FILE), 'utf8')
+      .then((t) => JSON.parse(t) as Owner)
+      .catch(() => undefined);
+    if (owner && alive(owner.pid)) continue;
+    for (const pid of await processesMentioning(dir)) killQuietly(pid);
+    if (owner) {
+      // An empty tag: killed before its berthd was made.
+      if (owner.berthTag !== '') await TestDaemon.sweepLeftover(owner.berthTag);
+      await removeServiceRoute(owner.serviceCidr);
+      await writeHostSettings(owner.hostSettings);
+    }
+    await cleanUpProxyRules();
+    await unmountKubeletDir(join(dir, 'kubelet'));
+    await removeCgroupTree('kubepods');
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 export interface ClusterOptions {
@@ -83,6 +187,7 @@ export interface ClusterOptions {
 }
 
 export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
+  await sweepKilledClusters();
   // One cluster on the host at a time: a second kubelet would fight over /kubepods.
   if (
     await run('pgrep', ['-x', 'kubelet'], { timeoutMs: 10_000 }).then(
@@ -92,9 +197,16 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   ) {
     throw new Error('a kubelet already runs on this host');
   }
-  const kernelSettings = await readKernelSettings();
-  const dir = `/run/berth-test-cluster-${randomBytes(4).toString('hex')}`;
+  const hostSettings = await readHostSettings();
+  const serviceCidr = `${await unusedPrefix(233)}.0/24`;
+  const dir = join('/run', `${CLUSTER_DIR_PREFIX}${randomBytes(4).toString('hex')}`);
   await mkdir(dir, { recursive: true });
+  const recordOwner = (berthTag: string): Promise<void> =>
+    writeFile(
+      join(dir, OWNER_FILE),
+      JSON.stringify({ pid: process.pid, berthTag, serviceCidr, hostSettings } satisfies Owner),
+    );
+  await recordOwner('');
   const procs = new Map<string, ChildProcess>();
   const start = (name: string, file: string, args: string[]): ChildProcess => {
     const p = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -111,7 +223,9 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     p.kill(sig);
     await gone;
   };
-  const [etcdPort, peerPort, apiPort, kubeletPort] = [
+  const [etcdPort, peerPort, apiPort, kubeletPort, proxyMetricsPort, proxyHealthPort] = [
+    await freePort(),
+    await freePort(),
     await freePort(),
     await freePort(),
     await freePort(),
@@ -148,17 +262,23 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   let berth: TestDaemon | undefined;
   const kubeletDir = join(dir, 'kubelet');
   const teardown = async (): Promise<void> => {
+    // kube-proxy first: a running one would make again the rules its cleanup removes.
+    await stopProc('proxy');
+    await cleanUpProxyRules();
     await stopProc('kubelet');
-    await writeKernelSettings(kernelSettings);
+    await writeHostSettings(hostSettings);
     await berth?.destroy();
     for (const n of ['sched', 'cm', 'apiserver', 'etcd']) await stopProc(n);
-    await unmountAllBelow(kubeletDir);
-    await run('umount', ['-R', kubeletDir], { timeoutMs: 10_000 }).catch(() => undefined);
+    await removeServiceRoute(serviceCidr);
+    await unmountKubeletDir(kubeletDir);
     await removeCgroupTree('kubepods');
     await rm(dir, { recursive: true, force: true });
   };
   try {
-    berth = await TestDaemon.create({ extraArgs: opts.berthArgs ?? [] });
+    berth = await TestDaemon.create({ extraArgs: opts.berthArgs ?? [], podRoutes: [serviceCidr] });
+    await recordOwner(berth.tag);
+    // What no kube-proxy rule translates goes nowhere, rather than out of the default route.
+    await run('ip', ['route', 'add', 'blackhole', serviceCidr], { timeoutMs: 10_000 });
     return await boot(berth);
   } catch (err) {
     await teardown();
@@ -192,7 +312,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       '--service-account-issuer=https://kubernetes.default.svc',
       `--service-account-key-file=${join(dir, 'sa.pub')}`,
       `--service-account-signing-key-file=${join(dir, 'sa.key')}`,
-      '--service-cluster-ip-range=10.233.0.0/24',
+      `--service-cluster-ip-range=${serviceCidr}`,
       '--kubelet-preferred-address-types=Hostname',
       '--allow-privileged=true',
     ]);
@@ -262,10 +382,49 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         { pollMs: 1000, what: 'node Ready' },
       );
     await nodeReady();
+    const proxyCfg = join(dir, 'kube-proxy.yaml');
+    await writeFile(
+      proxyCfg,
+      JSON.stringify({
+        apiVersion: 'kubeproxy.config.k8s.io/v1alpha1',
+        kind: 'KubeProxyConfiguration',
+        mode: 'iptables',
+        clientConnection: { kubeconfig: kc },
+        hostnameOverride: '127.0.0.1',
+        bindAddress: '127.0.0.1',
+        clusterCIDR: `${berth.network.prefix}.0/24`,
+        healthzBindAddress: `127.0.0.1:${proxyHealthPort}`,
+        metricsBindAddress: `127.0.0.1:${proxyMetricsPort}`,
+        // NodePorts on loopback only: nothing of the test cluster is opened to the machine's network.
+        nodePortAddresses: ['127.0.0.0/8'],
+        // Every Service packet masqueraded: pods on one bridge answer each other through the host,
+        // which un-NATs the reply (without it they would need br_netfilter, a host-wide setting).
+        iptables: { masqueradeAll: true, localhostNodePorts: true, syncPeriod: '1s', minSyncPeriod: '0s' },
+        // Zeros leave the host's conntrack table size and timeouts as they are.
+        conntrack: {
+          maxPerCore: 0,
+          min: 0,
+          tcpEstablishedTimeout: '0s',
+          tcpCloseWaitTimeout: '0s',
+          udpTimeout: '0s',
+          udpStreamTimeout: '0s',
+        },
+      }),
+    );
+    start('proxy', join(BIN, 'kube-proxy'), [`--config=${proxyCfg}`]);
+    await waitFor(
+      async () =>
+        (await fetch(`http://127.0.0.1:${proxyHealthPort}/healthz`)
+          .then((r) => r.status)
+          .catch(() => 0)) === 200,
+      60_000,
+      { pollMs: 500, what: 'kube-proxy healthy' },
+    );
     await waitFor(async () => (await kubectl(['get', 'sa', 'default']).catch(() => '')) !== '', 60_000, {
       pollMs: 500,
     });
     const cluster: Cluster = {
+      dir,
       kubectl,
       kubectlCommand,
       kubeletUrl: `https://127.0.0.1:${kubeletPort}`,
