@@ -59,6 +59,11 @@ function main(image: string, extra: Record<string, unknown> = {}): Record<string
 
 const sh = (script: string): string[] => ['/bin/sh', '-c', script];
 
+/** A pod of one main container with these requests and limits. */
+function sized(name: string, image: string, requests: object, limits: object): object {
+  return pod(name, image, { containers: [main(image, { resources: { requests, limits } })] });
+}
+
 function manifests(image: string): object[] {
   const exec = (file: string): object => ({ exec: { command: ['test', '-e', file] }, periodSeconds: 1 });
   return [
@@ -112,26 +117,8 @@ function manifests(image: string): object[] {
         }),
       ],
     }),
-    pod('limited', image, {
-      containers: [
-        main(image, {
-          resources: {
-            requests: { cpu: '250m', memory: '32Mi' },
-            limits: { cpu: '500m', memory: '64Mi' },
-          },
-        }),
-      ],
-    }),
-    pod('resizable', image, {
-      containers: [
-        main(image, {
-          resources: {
-            requests: { cpu: '100m', memory: '32Mi' },
-            limits: { cpu: '200m', memory: '64Mi' },
-          },
-        }),
-      ],
-    }),
+    sized('limited', image, { cpu: '250m', memory: '32Mi' }, { cpu: '500m', memory: '64Mi' }),
+    sized('resizable', image, { cpu: '100m', memory: '32Mi' }, { cpu: '200m', memory: '64Mi' }),
     {
       apiVersion: 'v1',
       kind: 'Service',

@@ -15,7 +15,7 @@ import { createWriteStream, existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { run } from '../../src/exec.js';
-import { killQuietly, processesMentioning } from '../../src/process/index.js';
+import { isRunning, killQuietly, processesMentioning } from '../../src/process/index.js';
 import type { CriClient } from './client.js';
 import { TestDaemon } from './daemon.js';
 import type { Kubectl } from './cluster-pods.js';
@@ -142,13 +142,26 @@ async function unmountKubeletDir(kubeletDir: string): Promise<void> {
   await run('umount', ['-R', kubeletDir], { timeoutMs: 10_000 }).catch(() => undefined);
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
+/**
+ * What a cluster leaves on the host once its processes are gone, removed the same way by stop()
+ * and by the sweep of a killed run: iptables chains, the Service CIDR's route, the host settings
+ * it changed, the kubelet dir's mounts, the kubepods cgroups and its dir.
+ */
+async function clearHost(dir: string, owner: Owner | undefined): Promise<void> {
+  await cleanUpProxyRules();
+  // No owner file (killed before it was written): no route was added, no setting changed.
+  if (owner) {
+    await removeServiceRoute(owner.serviceCidr);
+    await writeHostSettings(owner.hostSettings);
   }
+  await unmountKubeletDir(join(dir, 'kubelet'));
+  await removeCgroupTree('kubepods');
+  await rm(dir, { recursive: true, force: true });
+}
+
+/** A config file the Kubernetes binaries read: JSON, which their YAML loaders take as it is. */
+async function writeJson(path: string, value: object): Promise<void> {
+  await writeFile(path, JSON.stringify(value));
 }
 
 /**
@@ -165,18 +178,11 @@ export async function sweepKilledClusters(): Promise<void> {
     const owner = await readFile(join(dir, OWNER_FILE), 'utf8')
       .then((t) => JSON.parse(t) as Owner)
       .catch(() => undefined);
-    if (owner && alive(owner.pid)) continue;
+    if (owner && (await isRunning(owner.pid))) continue;
     for (const pid of await processesMentioning(dir)) killQuietly(pid);
-    if (owner) {
-      // An empty tag: killed before its berthd was made.
-      if (owner.berthTag !== '') await TestDaemon.sweepLeftover(owner.berthTag);
-      await removeServiceRoute(owner.serviceCidr);
-      await writeHostSettings(owner.hostSettings);
-    }
-    await cleanUpProxyRules();
-    await unmountKubeletDir(join(dir, 'kubelet'));
-    await removeCgroupTree('kubepods');
-    await rm(dir, { recursive: true, force: true });
+    // An empty tag: killed before its berthd was made.
+    if (owner && owner.berthTag !== '') await TestDaemon.sweepLeftover(owner.berthTag);
+    await clearHost(dir, owner);
   }
 }
 
@@ -201,11 +207,9 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   const serviceCidr = `${await unusedPrefix(233)}.0/24`;
   const dir = join('/run', `${CLUSTER_DIR_PREFIX}${randomBytes(4).toString('hex')}`);
   await mkdir(dir, { recursive: true });
+  const owner: Owner = { pid: process.pid, berthTag: '', serviceCidr, hostSettings };
   const recordOwner = (berthTag: string): Promise<void> =>
-    writeFile(
-      join(dir, OWNER_FILE),
-      JSON.stringify({ pid: process.pid, berthTag, serviceCidr, hostSettings } satisfies Owner),
-    );
+    writeJson(join(dir, OWNER_FILE), Object.assign(owner, { berthTag }));
   await recordOwner('');
   const procs = new Map<string, ChildProcess>();
   const start = (name: string, file: string, args: string[]): ChildProcess => {
@@ -238,19 +242,16 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     timeoutMs: 30_000,
   });
   const kc = join(dir, 'kubeconfig');
-  await writeFile(
-    kc,
-    JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'Config',
-      clusters: [
-        { name: 'c', cluster: { server: `https://127.0.0.1:${apiPort}`, 'insecure-skip-tls-verify': true } },
-      ],
-      users: [{ name: 'u', user: { token } }],
-      contexts: [{ name: 'c', context: { cluster: 'c', user: 'u', namespace: 'default' } }],
-      'current-context': 'c',
-    }),
-  );
+  await writeJson(kc, {
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [
+      { name: 'c', cluster: { server: `https://127.0.0.1:${apiPort}`, 'insecure-skip-tls-verify': true } },
+    ],
+    users: [{ name: 'u', user: { token } }],
+    contexts: [{ name: 'c', context: { cluster: 'c', user: 'u', namespace: 'default' } }],
+    'current-context': 'c',
+  });
   const kubectlCommand = (args: readonly string[]): { file: string; args: string[] } => ({
     file: join(BIN, 'kubectl'),
     args: ['--kubeconfig', kc, ...args],
@@ -262,17 +263,12 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   let berth: TestDaemon | undefined;
   const kubeletDir = join(dir, 'kubelet');
   const teardown = async (): Promise<void> => {
-    // kube-proxy first: a running one would make again the rules its cleanup removes.
-    await stopProc('proxy');
-    await cleanUpProxyRules();
-    await stopProc('kubelet');
-    await writeHostSettings(hostSettings);
+    // The node's parts before the host is cleared: a running kube-proxy or kubelet would make
+    // again the chains the clearing removes.
+    for (const n of ['proxy', 'kubelet']) await stopProc(n);
     await berth?.destroy();
     for (const n of ['sched', 'cm', 'apiserver', 'etcd']) await stopProc(n);
-    await removeServiceRoute(serviceCidr);
-    await unmountKubeletDir(kubeletDir);
-    await removeCgroupTree('kubepods');
-    await rm(dir, { recursive: true, force: true });
+    await clearHost(dir, owner);
   };
   try {
     berth = await TestDaemon.create({ extraArgs: opts.berthArgs ?? [], podRoutes: [serviceCidr] });
@@ -335,29 +331,26 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     const resolv = join(dir, 'resolv.conf');
     await writeFile(resolv, 'nameserver 127.0.0.1\n');
     const cfg = join(dir, 'kubelet.yaml');
-    await writeFile(
-      cfg,
-      JSON.stringify({
-        apiVersion: 'kubelet.config.k8s.io/v1beta1',
-        kind: 'KubeletConfiguration',
-        failCgroupV1: false,
-        cgroupDriver: 'cgroupfs',
-        containerRuntimeEndpoint: `unix://${berth.socket}`,
-        authentication: { anonymous: { enabled: true }, webhook: { enabled: false } },
-        authorization: { mode: 'AlwaysAllow' },
-        address: '127.0.0.1',
-        port: kubeletPort,
-        readOnlyPort: 0,
-        healthzPort: 0,
-        failSwapOn: false,
-        resolvConf: resolv,
-        evictionHard: { 'memory.available': '1Mi', 'nodefs.available': '0%', 'imagefs.available': '0%' },
-        imageGCHighThresholdPercent: 100,
-        imageGCLowThresholdPercent: 99,
-        serializeImagePulls: false,
-        featureGates: opts.kubeletFeatureGates ?? {},
-      }),
-    );
+    await writeJson(cfg, {
+      apiVersion: 'kubelet.config.k8s.io/v1beta1',
+      kind: 'KubeletConfiguration',
+      failCgroupV1: false,
+      cgroupDriver: 'cgroupfs',
+      containerRuntimeEndpoint: `unix://${berth.socket}`,
+      authentication: { anonymous: { enabled: true }, webhook: { enabled: false } },
+      authorization: { mode: 'AlwaysAllow' },
+      address: '127.0.0.1',
+      port: kubeletPort,
+      readOnlyPort: 0,
+      healthzPort: 0,
+      failSwapOn: false,
+      resolvConf: resolv,
+      evictionHard: { 'memory.available': '1Mi', 'nodefs.available': '0%', 'imagefs.available': '0%' },
+      imageGCHighThresholdPercent: 100,
+      imageGCLowThresholdPercent: 99,
+      serializeImagePulls: false,
+      featureGates: opts.kubeletFeatureGates ?? {},
+    });
     const startKubelet = (): void => {
       start('kubelet', join(BIN, 'kubelet'), [
         `--kubeconfig=${kc}`,
@@ -383,34 +376,31 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       );
     await nodeReady();
     const proxyCfg = join(dir, 'kube-proxy.yaml');
-    await writeFile(
-      proxyCfg,
-      JSON.stringify({
-        apiVersion: 'kubeproxy.config.k8s.io/v1alpha1',
-        kind: 'KubeProxyConfiguration',
-        mode: 'iptables',
-        clientConnection: { kubeconfig: kc },
-        hostnameOverride: '127.0.0.1',
-        bindAddress: '127.0.0.1',
-        clusterCIDR: `${berth.network.prefix}.0/24`,
-        healthzBindAddress: `127.0.0.1:${proxyHealthPort}`,
-        metricsBindAddress: `127.0.0.1:${proxyMetricsPort}`,
-        // NodePorts on loopback only: nothing of the test cluster is opened to the machine's network.
-        nodePortAddresses: ['127.0.0.0/8'],
-        // Every Service packet masqueraded: pods on one bridge answer each other through the host,
-        // which un-NATs the reply (without it they would need br_netfilter, a host-wide setting).
-        iptables: { masqueradeAll: true, localhostNodePorts: true, syncPeriod: '1s', minSyncPeriod: '0s' },
-        // Zeros leave the host's conntrack table size and timeouts as they are.
-        conntrack: {
-          maxPerCore: 0,
-          min: 0,
-          tcpEstablishedTimeout: '0s',
-          tcpCloseWaitTimeout: '0s',
-          udpTimeout: '0s',
-          udpStreamTimeout: '0s',
-        },
-      }),
-    );
+    await writeJson(proxyCfg, {
+      apiVersion: 'kubeproxy.config.k8s.io/v1alpha1',
+      kind: 'KubeProxyConfiguration',
+      mode: 'iptables',
+      clientConnection: { kubeconfig: kc },
+      hostnameOverride: '127.0.0.1',
+      bindAddress: '127.0.0.1',
+      clusterCIDR: `${berth.network.prefix}.0/24`,
+      healthzBindAddress: `127.0.0.1:${proxyHealthPort}`,
+      metricsBindAddress: `127.0.0.1:${proxyMetricsPort}`,
+      // NodePorts on loopback only: nothing of the test cluster is opened to the machine's network.
+      nodePortAddresses: ['127.0.0.0/8'],
+      // Every Service packet masqueraded: pods on one bridge answer each other through the host,
+      // which un-NATs the reply (without it they would need br_netfilter, a host-wide setting).
+      iptables: { masqueradeAll: true, localhostNodePorts: true, syncPeriod: '1s', minSyncPeriod: '0s' },
+      // Zeros leave the host's conntrack table size and timeouts as they are.
+      conntrack: {
+        maxPerCore: 0,
+        min: 0,
+        tcpEstablishedTimeout: '0s',
+        tcpCloseWaitTimeout: '0s',
+        udpTimeout: '0s',
+        udpStreamTimeout: '0s',
+      },
+    });
     start('proxy', join(BIN, 'kube-proxy'), [`--config=${proxyCfg}`]);
     await waitFor(
       async () =>
